@@ -1,0 +1,27 @@
+"""The attention mechanism in PyTorch, readable line by line and exact against PyTorch."""
+
+from .block import FeedForward, TransformerBlock
+from .classifier import AttentionClassifier, PositionalEncoding
+from .functional import scaled_dot_product_attention, tiled_attention
+from .fused import FusedMultiHeadAttention
+from .masks import causal_mask, padding_mask
+from .multi_head import MultiHeadAttention
+from .single_head import SelfAttention
+from .viz import plot_attention
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "tiled_attention",
+    "SelfAttention",
+    "MultiHeadAttention",
+    "FusedMultiHeadAttention",
+    "FeedForward",
+    "TransformerBlock",
+    "PositionalEncoding",
+    "AttentionClassifier",
+    "plot_attention",
+]

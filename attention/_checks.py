@@ -1,0 +1,91 @@
+"""Input checks shared by every module: clear errors before any arithmetic.
+
+Each check raises a ``TypeError`` or ``ValueError`` whose message names the argument, what was
+expected and what arrived, so a wrong call never ends in a shape error from deep inside torch.
+"""
+
+import torch
+from torch import Tensor
+
+
+def check_tensor(x, name: str, *, ndim: int | None = None, min_ndim: int | None = None) -> None:
+    """Check that ``x`` is a floating-point tensor with the expected number of dimensions."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor; got {x.dtype} - use {name}.float()")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D; got {x.dim()}-D with shape {tuple(x.shape)}")
+    if min_ndim is not None and x.dim() < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions; got shape {tuple(x.shape)}"
+        )
+
+
+def check_mask(mask, shape: tuple[int, ...]) -> None:
+    """Check that ``mask`` is a bool tensor (True = may attend) that broadcasts to ``shape``."""
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor (True = may attend); got {type(mask)}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"mask must be a bool tensor (True = may attend); got {mask.dtype} - use mask.bool() "
+            "for a 0/1 mask, or attention.masks.from_torch_masks() for an additive float mask or "
+            "a mask in nn.MultiheadAttention's polarity (True = blocked)"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}; "
+            "expected a shape such as (L, S), (N, 1, 1, S) or (N, H, L, S)"
+        )
+
+
+def check_embed(embed_dim, num_heads) -> None:
+    """Check a module's ``embed_dim`` and ``num_heads``."""
+    for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if num_heads < 1:
+        raise ValueError(f"num_heads must be at least 1; got {num_heads}")
+    if embed_dim < 1:
+        raise ValueError(f"embed_dim must be at least 1; got {embed_dim}")
+    if embed_dim % num_heads != 0:
+        raise ValueError(
+            f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
+            f"num_heads={num_heads} (embed_dim % num_heads = {embed_dim % num_heads})"
+        )
+
+
+def check_dropout(p, name: str = "dropout") -> None:
+    """Check a dropout probability: a number in [0, 1)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"{name} must be a float in [0, 1); got {type(p).__name__}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name} must be in [0, 1); got {p}")
+
+
+def check_sequences(query: Tensor, key: Tensor, value: Tensor, embed_dim: int) -> None:
+    """Check batch-first (N, L, E) query and (N, S, E) key/value for an attention module."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(x, name, ndim=3)
+        if x.shape[-1] != embed_dim:
+            raise ValueError(
+                f"{name}'s last dimension must equal embed_dim={embed_dim}; "
+                f"got shape {tuple(x.shape)}"
+            )
+    for name, x in (("key", key), ("value", value)):
+        if x.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"{name} must have the same batch size as query ({query.shape[0]}); "
+                f"got shape {tuple(x.shape)}"
+            )
+    if key.shape[1] != value.shape[1]:
+        raise ValueError(
+            f"key and value must have the same length S; got key {tuple(key.shape)} "
+            f"and value {tuple(value.shape)}"
+        )

@@ -1,0 +1,163 @@
+"""Sinusoidal positions and a small attention classifier for token sequences."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ._checks import check_dropout, check_embed, check_tensor
+from .block import TransformerBlock
+
+__all__ = ["PositionalEncoding", "AttentionClassifier"]
+
+
+class PositionalEncoding(nn.Module):
+    r"""Add the sinusoidal position signal of the original Transformer to each token.
+
+    .. math::
+        PE_{(p, 2i)} = \sin\left(p / 10000^{2i/E}\right), \qquad
+        PE_{(p, 2i+1)} = \cos\left(p / 10000^{2i/E}\right)
+
+    Args:
+        embed_dim (int): model dimension :math:`E`.
+        max_len (int): longest sequence the table covers. Default: ``512``.
+        dropout (float): dropout after the sum, in training mode only. Default: ``0.0``.
+
+    Shape:
+        - x: :math:`(N, L, E)` with :math:`L \le` ``max_len``
+        - Output: :math:`(N, L, E)`
+
+    Examples::
+
+        >>> pe = PositionalEncoding(8, max_len=10)
+        >>> pe(torch.zeros(1, 3, 8))[0, 0]  # position 0: sin 0 = 0, cos 0 = 1
+        tensor([0., 1., 0., 1., 0., 1., 0., 1.])
+    """
+
+    pe: Tensor
+
+    def __init__(self, embed_dim: int, max_len: int = 512, *, dropout: float = 0.0):
+        super().__init__()
+        check_embed(embed_dim, 1)
+        check_dropout(dropout)
+        position = torch.arange(max_len)[:, None]  # (max_len, 1)
+        frequency = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))
+        angle = position * frequency  # (max_len, 1) * (ceil(E / 2),) -> (max_len, ceil(E / 2))
+        pe = torch.zeros(max_len, embed_dim)  # (max_len, E)
+        pe[:, 0::2] = torch.sin(angle)
+        pe[:, 1::2] = torch.cos(angle[:, : embed_dim // 2])
+        self.register_buffer("pe", pe, persistent=False)
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Add the position signal to ``x`` :math:`(N, L, E)`."""
+        check_tensor(x, "x", ndim=3)
+        N, L, E = x.shape
+        if L > self.max_len:
+            raise ValueError(f"sequence length {L} is longer than max_len={self.max_len}")
+        return self.dropout(x + self.pe[:L].to(x.dtype))  # (N, L, E) + (L, E) -> (N, L, E)
+
+
+class AttentionClassifier(nn.Module):
+    r"""Classify token sequences: embedding, positions, Transformer blocks, pooling, linear head.
+
+    The blocks are pre-LN (:class:`attention.TransformerBlock` with ``norm_first=True``) and
+    followed by a final LayerNorm. Padding tokens are never attended to, and the pooling
+    averages the *real* tokens only, so a sentence's prediction does not depend on how much
+    padding follows it.
+
+    Args:
+        vocab_size (int): number of token ids.
+        num_classes (int): number of classes :math:`C`.
+        embed_dim (int): model dimension :math:`E`.
+        num_heads (int): heads per block.
+        num_layers (int): number of blocks.
+        max_len (int): longest sequence accepted.
+        dropout (float): dropout in every block. Default: ``0.1``.
+        pad_id (int): the padding token id. Default: ``0``.
+
+    Shape:
+        - tokens: :math:`(N, L)` integer ids
+        - Output: logits :math:`(N, C)` and a list of ``num_layers`` weights
+          :math:`(N, H, L, L)`, or ``None``
+
+    Examples::
+
+        >>> model = AttentionClassifier(20, 2, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+        >>> logits, weights = model(torch.tensor([[5, 6, 7, 0]]), need_weights=True)
+        >>> logits.shape, len(weights), weights[0].shape
+        (torch.Size([1, 2]), 1, torch.Size([1, 2, 4, 4]))
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        *,
+        embed_dim: int,
+        num_heads: int,
+        num_layers: int,
+        max_len: int,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+    ):
+        super().__init__()
+        check_embed(embed_dim, num_heads)
+        for name, value in (("vocab_size", vocab_size), ("num_classes", num_classes),
+                            ("num_layers", num_layers), ("max_len", max_len)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}")
+        if not 0 <= pad_id < vocab_size:
+            raise ValueError(f"pad_id must be in [0, vocab_size={vocab_size}); got {pad_id}")
+        self.vocab_size, self.max_len, self.pad_id = vocab_size, max_len, pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
+        self.positions = PositionalEncoding(embed_dim, max_len, dropout=dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(
+                embed_dim, num_heads, ffn_dim=4 * embed_dim, dropout=dropout, norm_first=True
+            )
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(embed_dim, num_classes)
+
+    def _check_tokens(self, tokens) -> None:
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"tokens must be a torch.Tensor of ids; got {type(tokens).__name__}")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be an integer tensor; got {tokens.dtype} - use .long()")
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be 2-D (N, L); got shape {tuple(tokens.shape)}")
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"sequence length {tokens.shape[1]} is longer than max_len={self.max_len}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(
+                f"token ids must lie in [0, vocab_size={self.vocab_size}); "
+                f"got min {int(tokens.min())}, max {int(tokens.max())}"
+            )
+
+    def forward(self, tokens: Tensor, *, need_weights: bool = False):
+        """Classify each sequence of ``tokens`` :math:`(N, L)`.
+
+        Args:
+            tokens (Tensor): integer ids, padded with ``pad_id``.
+            need_weights (bool): also return every block's attention weights. Default: ``False``.
+
+        Returns:
+            tuple[Tensor, list[Tensor] | None]: logits :math:`(N, C)` and, per block, the
+            weights :math:`(N, H, L, L)` (or ``None``).
+        """
+        self._check_tokens(tokens)
+        real = tokens != self.pad_id  # (N, L)
+        mask = real[:, None, None, :]  # keys that may be attended to  (N, 1, 1, L)
+        x = self.positions(self.embedding(tokens))  # (N, L) -> (N, L, E)
+        all_weights = []
+        for block in self.blocks:
+            x, weights = block(x, mask, need_weights=need_weights)  # (N, L, E)
+            all_weights.append(weights)
+        x = self.norm(x)  # (N, L, E)
+        counts = real.sum(dim=1, keepdim=True).clamp(min=1)  # (N, 1)
+        pooled = (x * real[..., None]).sum(dim=1) / counts  # (N, L, E) -> (N, E)
+        logits = self.head(pooled)  # (N, E) -> (N, C)
+        return logits, (all_weights if need_weights else None)

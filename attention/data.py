@@ -1,0 +1,103 @@
+"""A small synthetic text task that needs attention: sentiment with negation.
+
+Each sentence holds filler words, exactly one *signal* word and, sometimes, the word ``not``.
+The label is the signal word's sentiment, flipped when ``not`` stands *right before* it::
+
+    the movie was not good and the music  ->  negative
+    not the movie was good                ->  positive   ("not" is not adjacent)
+
+Solving it needs two things a bag of words cannot do: find the one informative word among
+fillers of random length, and look at the word just before it. Everything is generated in
+code from a seed; nothing is downloaded.
+"""
+
+import torch
+from torch import Tensor
+
+__all__ = ["VOCAB", "PAD_ID", "CLASSES", "POSITIVE", "NEGATIVE", "make_dataset", "encode", "decode"]
+
+PAD_ID = 0
+POSITIVE = ("good", "great", "superb")
+NEGATIVE = ("bad", "awful", "dull")
+FILLER = (
+    "the", "movie", "was", "a", "plot", "actor", "film", "it", "story",
+    "and", "this", "scene", "with", "music", "very", "ending",
+)  # fmt: skip
+VOCAB = ("<pad>", "not", *POSITIVE, *NEGATIVE, *FILLER)
+CLASSES = ("negative", "positive")
+_ID = {word: i for i, word in enumerate(VOCAB)}
+
+
+def encode(sentence: str | list[str], length: int | None = None) -> Tensor:
+    """Turn a sentence (a string or a list of words) into token ids, padded to ``length``.
+
+    Examples::
+
+        >>> decode(encode("not good", length=4))
+        ['not', 'good']
+    """
+    words = sentence.split() if isinstance(sentence, str) else list(sentence)
+    unknown = [w for w in words if w not in _ID]
+    if unknown:
+        raise ValueError(f"words not in the vocabulary: {unknown}; the vocabulary is {VOCAB}")
+    length = len(words) if length is None else length
+    if len(words) > length:
+        raise ValueError(f"sentence has {len(words)} words, more than length={length}")
+    return torch.tensor([_ID[w] for w in words] + [PAD_ID] * (length - len(words)))
+
+
+def decode(ids: Tensor) -> list[str]:
+    """Turn token ids back into words, dropping padding."""
+    return [VOCAB[i] for i in ids.tolist() if i != PAD_ID]
+
+
+def make_dataset(
+    n: int, *, seed: int = 0, min_len: int = 6, max_len: int = 16
+) -> tuple[Tensor, Tensor]:
+    """Generate ``n`` labelled sentences, padded with ``PAD_ID`` to ``max_len``.
+
+    Half the sentences put ``not`` right before the signal word; independently, half add a
+    distracting ``not`` somewhere else, which must not flip the label.
+
+    Args:
+        n (int): number of sentences.
+        seed (int): seed of the generator; the same seed gives the same data. Default: ``0``.
+        min_len (int): shortest sentence, in words (at least 3). Default: ``6``.
+        max_len (int): longest sentence and padded length. Default: ``16``.
+
+    Shape:
+        - Output: tokens :math:`(n, \\text{max\\_len})` int64 and labels :math:`(n)` int64
+
+    Returns:
+        tuple[Tensor, Tensor]: the token ids and the labels (index into ``CLASSES``).
+
+    Examples::
+
+        >>> tokens, labels = make_dataset(4, seed=1)
+        >>> tokens.shape, labels.shape
+        (torch.Size([4, 16]), torch.Size([4]))
+    """
+    if not 3 <= min_len <= max_len:
+        raise ValueError(f"need 3 <= min_len <= max_len; got min_len={min_len}, max_len={max_len}")
+    g = torch.Generator().manual_seed(seed)
+
+    def pick(k: int) -> int:
+        return int(torch.randint(k, (), generator=g))
+
+    tokens = torch.full((n, max_len), PAD_ID, dtype=torch.long)
+    labels = torch.empty(n, dtype=torch.long)
+    for i in range(n):
+        length = min_len + pick(max_len - min_len + 1)
+        words = [FILLER[pick(len(FILLER))] for _ in range(length)]
+        positive = pick(2) == 1
+        at = 1 + pick(length - 1)  # the signal word's position, with room for "not" before it
+        words[at] = (POSITIVE if positive else NEGATIVE)[pick(3)]
+        negated = pick(2) == 1
+        if negated:
+            words[at - 1] = "not"
+        if pick(2) == 1:  # a distracting "not" anywhere but right before the signal
+            spots = [j for j in range(length) if j not in (at - 1, at)]
+            words[spots[pick(len(spots))]] = "not"
+        tokens[i, :length] = encode(words)
+        labels[i] = int(positive != negated)
+    return tokens, labels

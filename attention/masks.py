@@ -1,0 +1,210 @@
+"""Mask builders and converters between mask polarities.
+
+This package uses one convention everywhere: a **bool** mask where ``True`` means *may attend*,
+the same as :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broadcast to
+``(N, H, L, S)``. :class:`torch.nn.MultiheadAttention` uses the opposite polarity (``True`` means
+*blocked*) for both ``attn_mask`` and ``key_padding_mask``; converting happens here and only here.
+"""
+
+import torch
+from torch import Tensor
+
+from ._checks import check_mask
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "to_torch_attn_mask",
+    "to_torch_key_padding_mask",
+    "from_torch_masks",
+]
+
+
+def _check_length(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative; got {value}")
+
+
+def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
+    r"""Build a causal (look-ahead) mask: query ``i`` may attend to keys ``j <= i``.
+
+    When ``S > L`` the queries are the *last* ``L`` positions of the sequence (bottom-right
+    alignment), as in incremental decoding where ``L`` new tokens attend to ``S`` cached ones:
+    query ``i`` may attend to key ``j`` when ``j <= i + (S - L)``.
+
+    Args:
+        L (int): number of queries.
+        S (int, optional): number of keys. Default: ``None`` (``S = L``).
+        device (torch.device, optional): where to build the mask. Default: ``None`` (CPU).
+
+    Shape:
+        - Output: :math:`(L, S)`, bool, ``True`` = may attend.
+
+    Returns:
+        Tensor: the lower-triangular bool mask.
+
+    Examples::
+
+        >>> causal_mask(3).int()
+        tensor([[1, 0, 0],
+                [1, 1, 0],
+                [1, 1, 1]], dtype=torch.int32)
+        >>> causal_mask(2, 4).int()  # two new queries after two cached keys
+        tensor([[1, 1, 1, 0],
+                [1, 1, 1, 1]], dtype=torch.int32)
+    """
+    S = L if S is None else S
+    _check_length(L, "L")
+    _check_length(S, "S")
+    ones = torch.ones(L, S, dtype=torch.bool, device=device)  # (L, S)
+    return ones.tril(diagonal=S - L)  # (L, S)
+
+
+def padding_mask(lengths, S: int) -> Tensor:
+    r"""Build a key padding mask from sequence lengths: ``True`` for real tokens.
+
+    Args:
+        lengths (Tensor or sequence of int): the number of real tokens in each sequence.
+        S (int): the padded length.
+
+    Shape:
+        - lengths: :math:`(N)`
+        - Output: :math:`(N, 1, 1, S)`, bool, which broadcasts over heads and queries.
+
+    Returns:
+        Tensor: ``mask[n, 0, 0, j]`` is ``True`` when ``j < lengths[n]``.
+
+    Examples::
+
+        >>> padding_mask([3, 1], 4).int().squeeze(1).squeeze(1)
+        tensor([[1, 1, 1, 0],
+                [1, 0, 0, 0]], dtype=torch.int32)
+    """
+    _check_length(S, "S")
+    lengths = torch.as_tensor(lengths)
+    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.dim() != 1:
+        raise TypeError(
+            f"lengths must be a 1-D integer tensor or list of ints; got {lengths.dtype} "
+            f"with shape {tuple(lengths.shape)}"
+        )
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+        raise ValueError(f"lengths must lie in [0, S={S}]; got {lengths.tolist()}")
+    positions = torch.arange(S, device=lengths.device)  # (S,)
+    mask = positions < lengths[:, None]  # (N, 1) vs (S,) -> (N, S)
+    return mask[:, None, None, :]  # (N, 1, 1, S)
+
+
+def to_torch_attn_mask(mask: Tensor) -> Tensor:
+    r"""Convert a mask of this package (``True`` = may attend) to ``nn.MultiheadAttention``'s
+    ``attn_mask`` polarity (``True`` = blocked).
+
+    Args:
+        mask (Tensor): bool mask of shape :math:`(L, S)` (or :math:`(N \cdot H, L, S)`).
+
+    Returns:
+        Tensor: ``~mask``, same shape.
+
+    Examples::
+
+        >>> to_torch_attn_mask(causal_mask(2)).int()
+        tensor([[0, 1],
+                [0, 0]], dtype=torch.int32)
+    """
+    check_mask(mask, mask.shape if isinstance(mask, Tensor) else ())
+    return ~mask
+
+
+def to_torch_key_padding_mask(mask: Tensor) -> Tensor:
+    r"""Convert a padding mask of this package to ``nn.MultiheadAttention``'s
+    ``key_padding_mask`` (``True`` = padding, blocked).
+
+    Args:
+        mask (Tensor): bool mask of shape :math:`(N, 1, 1, S)` (from :func:`padding_mask`)
+            or :math:`(N, S)`, ``True`` for real tokens.
+
+    Shape:
+        - Output: :math:`(N, S)`
+
+    Returns:
+        Tensor: ``True`` where the key is padding.
+
+    Examples::
+
+        >>> to_torch_key_padding_mask(padding_mask([1, 2], 2)).int()
+        tensor([[0, 1],
+                [0, 0]], dtype=torch.int32)
+    """
+    check_mask(mask, mask.shape if isinstance(mask, Tensor) else ())
+    if mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1:
+        mask = mask[:, 0, 0, :]  # (N, 1, 1, S) -> (N, S)
+    if mask.dim() != 2:
+        raise ValueError(
+            f"mask must have shape (N, 1, 1, S) or (N, S) to become a key_padding_mask; "
+            f"got {tuple(mask.shape)}"
+        )
+    return ~mask
+
+
+def _allowed(torch_mask: Tensor, name: str) -> Tensor:
+    """``True`` = may attend, from a torch mask that is bool (True = blocked) or additive float."""
+    if not isinstance(torch_mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(torch_mask).__name__}")
+    if torch_mask.dtype == torch.bool:
+        return ~torch_mask
+    if torch_mask.is_floating_point():
+        if torch.isnan(torch_mask).any() or torch.isposinf(torch_mask).any():
+            raise ValueError(f"{name} must not contain NaN or +inf")
+        if ((torch_mask != 0) & ~torch.isneginf(torch_mask)).any():
+            raise ValueError(
+                f"{name} holds finite non-zero values: an additive float mask that biases scores "
+                "(rather than blocking them) has no bool equivalent; pass only 0 and -inf"
+            )
+        return torch_mask == 0
+    raise TypeError(f"{name} must be a bool or floating-point tensor; got {torch_mask.dtype}")
+
+
+def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor | None = None):
+    r"""Combine ``nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask`` into one
+    mask of this package (``True`` = may attend).
+
+    Either mask may be bool (``True`` = blocked) or an additive float mask of ``0`` and
+    ``-inf``.
+
+    Args:
+        attn_mask (Tensor, optional): :math:`(L, S)` or :math:`(N \cdot H, L, S)`.
+            Default: ``None``.
+        key_padding_mask (Tensor, optional): :math:`(N, S)`. Default: ``None``.
+
+    Shape:
+        - Output: :math:`(L, S)`, :math:`(N, 1, 1, S)`, :math:`(N, 1, L, S)`, or
+          :math:`(N \cdot H, L, S)` for a 3-D ``attn_mask`` alone; ``None`` if both are ``None``.
+
+    Returns:
+        Tensor or None: the combined bool mask.
+
+    Examples::
+
+        >>> blocked = torch.tensor([[False, True], [False, False]])
+        >>> padding = torch.tensor([[False, True]])
+        >>> from_torch_masks(blocked, padding).int()
+        tensor([[[[1, 0],
+                  [1, 0]]]], dtype=torch.int32)
+    """
+    mask = None
+    if attn_mask is not None:
+        mask = _allowed(attn_mask, "attn_mask")  # (L, S) or (N*H, L, S)
+    if key_padding_mask is not None:
+        if key_padding_mask.dim() != 2:
+            raise ValueError(
+                f"key_padding_mask must be 2-D (N, S); got shape {tuple(key_padding_mask.shape)}"
+            )
+        keys = _allowed(key_padding_mask, "key_padding_mask")[:, None, None, :]  # (N, 1, 1, S)
+        if mask is not None and mask.dim() == 3:
+            raise ValueError(
+                "combine a 3-D (N*H, L, S) attn_mask with a key_padding_mask by reshaping the "
+                "attn_mask to (N, H, L, S) first"
+            )
+        mask = keys if mask is None else mask & keys  # (N, 1, L, S)
+    return mask

@@ -1,0 +1,92 @@
+"""Training and evaluating the classifier: one loop shared by the tutorials and the tests."""
+
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["train_classifier", "accuracy"]
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, tokens: Tensor, labels: Tensor) -> float:
+    """Fraction of ``tokens`` (N, L) that ``model`` classifies as ``labels`` (N), in eval mode.
+
+    Examples::
+
+        >>> model = AttentionClassifier(20, 2, embed_dim=8, num_heads=2, num_layers=1, max_len=4)
+        >>> 0.0 <= accuracy(model, torch.ones(5, 4, dtype=torch.long), torch.zeros(5).long()) <= 1
+        True
+    """
+    was_training = model.training
+    model.eval()
+    logits, _ = model(tokens)  # (N, C)
+    model.train(was_training)
+    return (logits.argmax(dim=-1) == labels).float().mean().item()
+
+
+def train_classifier(
+    model: nn.Module,
+    tokens: Tensor,
+    labels: Tensor,
+    *,
+    epochs: int = 10,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    weight_decay: float = 0.01,
+    val: tuple[Tensor, Tensor] | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = print,
+) -> list[dict]:
+    """Train ``model`` with AdamW and cross-entropy; one progress line per epoch.
+
+    Args:
+        model (nn.Module): returns ``(logits, anything)`` for ``tokens``.
+        tokens (Tensor): :math:`(N, L)` token ids.
+        labels (Tensor): :math:`(N)` class indices.
+        epochs (int): passes over the data. Default: ``10``.
+        batch_size (int): sentences per step. Default: ``64``.
+        lr (float): learning rate, decayed to 0 on a cosine. Default: ``3e-3``.
+        weight_decay (float): AdamW's weight decay. Default: ``0.01``.
+        val (tuple, optional): held-out ``(tokens, labels)`` measured after each epoch.
+            Default: ``None``.
+        seed (int): seed for the shuffling. Default: ``0``.
+        log (callable, optional): receives each progress line. Default: ``print``.
+
+    Returns:
+        list[dict]: per epoch, ``epoch``, ``loss`` (mean training loss), ``train_acc`` (running
+        accuracy while training), ``val_acc`` (if ``val``) and ``seconds`` since the start.
+    """
+    g = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    steps = epochs * -(-len(tokens) // batch_size)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
+    history, start = [], time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        model.train()
+        total_loss, correct = 0.0, 0
+        for batch in torch.randperm(len(tokens), generator=g).split(batch_size):
+            logits, _ = model(tokens[batch])  # (B, C)
+            loss = F.cross_entropy(logits, labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total_loss += loss.item() * len(batch)
+            correct += (logits.argmax(-1) == labels[batch]).sum().item()
+        row = {
+            "epoch": epoch,
+            "loss": total_loss / len(tokens),
+            "train_acc": correct / len(tokens),
+        }
+        line = f"epoch {epoch:2d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
+        if val is not None:
+            row["val_acc"] = accuracy(model, *val)
+            line += f"  val acc {row['val_acc']:.3f}"
+        row["seconds"] = time.perf_counter() - start
+        history.append(row)
+        if log is not None:
+            log(line + f"  ({row['seconds']:.1f} s)")
+    return history
