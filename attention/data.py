@@ -52,7 +52,7 @@ def decode(ids: Tensor) -> list[str]:
 
 
 def make_dataset(
-    n: int, *, seed: int = 0, min_len: int = 6, max_len: int = 16
+    n: int, *, seed: int = 0, min_len: int = 5, max_len: int = 12
 ) -> tuple[Tensor, Tensor]:
     """Generate ``n`` labelled sentences, padded with ``PAD_ID`` to ``max_len``.
 
@@ -62,8 +62,8 @@ def make_dataset(
     Args:
         n (int): number of sentences.
         seed (int): seed of the generator; the same seed gives the same data. Default: ``0``.
-        min_len (int): shortest sentence, in words (at least 3). Default: ``6``.
-        max_len (int): longest sentence and padded length. Default: ``16``.
+        min_len (int): shortest sentence, in words (at least 3). Default: ``5``.
+        max_len (int): longest sentence and padded length. Default: ``12``.
 
     Shape:
         - Output: tokens :math:`(n, \\text{max\\_len})` int64 and labels :math:`(n)` int64
@@ -75,7 +75,7 @@ def make_dataset(
 
         >>> tokens, labels = make_dataset(4, seed=1)
         >>> tokens.shape, labels.shape
-        (torch.Size([4, 16]), torch.Size([4]))
+        (torch.Size([4, 12]), torch.Size([4]))
     """
     if not 3 <= min_len <= max_len:
         raise ValueError(f"need 3 <= min_len <= max_len; got min_len={min_len}, max_len={max_len}")

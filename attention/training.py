@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["train_classifier", "accuracy"]
+__all__ = ["train_classifier", "accuracy", "fit_sentiment_classifier"]
 
 
 @torch.no_grad()
@@ -90,3 +90,37 @@ def train_classifier(
         if log is not None:
             log(line + f"  ({row['seconds']:.1f} s)")
     return history
+
+
+def fit_sentiment_classifier(
+    *, seed: int = 0, epochs: int = 15, log: Callable[[str], None] | None = print
+) -> tuple[nn.Module, list[dict], tuple[Tensor, Tensor]]:
+    """Train the tutorials' classifier on :mod:`attention.data`'s task, with one fixed recipe.
+
+    4000 training sentences (data seed 1), 1000 held-out ones (data seed 2); an
+    :class:`attention.AttentionClassifier` with ``embed_dim=32``, 4 heads, 2 layers, no dropout;
+    :func:`train_classifier` with batch 64 and learning rate 5e-3. About 99% held-out accuracy
+    in ~10-15 s on a 2-core CPU.
+
+    Args:
+        seed (int): seeds the model's initialisation and the shuffling. Default: ``0``.
+        epochs (int): passes over the training data. Default: ``15``.
+        log (callable, optional): receives each progress line. Default: ``print``.
+
+    Returns:
+        tuple: the trained model (in eval mode), the per-epoch history, and the held-out
+        ``(tokens, labels)``.
+    """
+    from .classifier import AttentionClassifier
+    from .data import CLASSES, VOCAB, make_dataset
+
+    train, held_out = make_dataset(4000, seed=1), make_dataset(1000, seed=2)
+    torch.manual_seed(seed)
+    model = AttentionClassifier(
+        len(VOCAB), len(CLASSES), embed_dim=32, num_heads=4, num_layers=2,
+        max_len=train[0].shape[1], dropout=0.0,
+    )  # fmt: skip
+    history = train_classifier(
+        model, *train, epochs=epochs, batch_size=64, lr=5e-3, val=held_out, seed=seed, log=log
+    )
+    return model.eval(), history, held_out
