@@ -13,7 +13,9 @@ def check_tensor(x, name: str, *, ndim: int | None = None, min_ndim: int | None 
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor; got {x.dtype} - use {name}.float()")
+        raise TypeError(
+            f"{name} must be a floating-point tensor; got {x.dtype} - use {name}.float()"
+        )
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D; got {x.dim()}-D with shape {tuple(x.shape)}")
     if min_ndim is not None and x.dim() < min_ndim:

@@ -130,7 +130,9 @@ class AttentionClassifier(nn.Module):
         if tokens.dim() != 2:
             raise ValueError(f"tokens must be 2-D (N, L); got shape {tuple(tokens.shape)}")
         if tokens.shape[1] > self.max_len:
-            raise ValueError(f"sequence length {tokens.shape[1]} is longer than max_len={self.max_len}")
+            raise ValueError(
+                f"sequence length {tokens.shape[1]} is longer than max_len={self.max_len}"
+            )
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"token ids must lie in [0, vocab_size={self.vocab_size}); "

@@ -70,7 +70,7 @@ class FusedMultiHeadAttention(nn.Module):
         weights = self.qkv_proj.weight.chunk(3)  # 3 x (E, E)
         biases = (None,) * 3 if self.qkv_proj.bias is None else self.qkv_proj.bias.chunk(3)
         return tuple(
-            F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)
+            F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases, strict=True)
         )  # (N, L, E), (N, S, E), (N, S, E)
 
     def forward(

@@ -158,12 +158,13 @@ class MultiHeadAttention(nn.Module):
             device=weight.device,
             dtype=weight.dtype,
         )
+        projections = (ours.q_proj, ours.k_proj, ours.v_proj)
         with torch.no_grad():
-            for proj, w in zip((ours.q_proj, ours.k_proj, ours.v_proj), weight.chunk(3)):
+            for proj, w in zip(projections, weight.chunk(3), strict=True):  # 3 x (E, E)
                 proj.weight.copy_(w)
             ours.out_proj.weight.copy_(m.out_proj.weight)
             if m.in_proj_bias is not None:
-                for proj, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), m.in_proj_bias.chunk(3)):
+                for proj, b in zip(projections, m.in_proj_bias.chunk(3), strict=True):  # 3 x (E,)
                     proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(m.out_proj.bias)
         return ours.train(m.training)

@@ -3,7 +3,7 @@
 __all__ = ["plot_attention"]
 
 
-def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None):
+def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None, vmax=None):
     r"""Draw attention weights as a heatmap: queries down the side, keys along the top.
 
     One :math:`(L, S)` matrix draws one heatmap; an :math:`(H, L, S)` stack draws a grid with one
@@ -16,7 +16,10 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
             (``x_tokens`` when it has :math:`L` entries).
         ax (matplotlib.axes.Axes, optional): draw a single heatmap into this axes.
             Default: ``None`` (a new figure).
-        title (str, optional): the figure's title. Default: ``None``.
+        title (str, optional): the figure's title, wrapped to the figure's width.
+            Default: ``None``.
+        vmax (float, optional): the weight drawn brightest, to compare several figures on one
+            scale (e.g. ``1.0``). Default: ``None`` (the largest weight drawn).
 
     Returns:
         matplotlib.figure.Figure: the figure drawn on.
@@ -27,6 +30,8 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
         >>> len(fig.axes)  # the heatmap and its colour bar
         2
     """
+    import textwrap
+
     import matplotlib.pyplot as plt
     import numpy as np
     import torch
@@ -52,7 +57,7 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
     else:
         cols = min(H, 4)
         rows = -(-H // cols)
-        cell = max(2.6, 0.32 * max(L, S))
+        cell = max(3.2, 0.32 * max(L, S))
         fig, grid = plt.subplots(
             rows, cols, figsize=(cell * cols + 1.2, cell * rows + 0.4), squeeze=False,
             layout="constrained",
@@ -60,8 +65,9 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
         axes = list(grid.flat)
         for extra in axes[H:]:
             extra.set_visible(False)
-    for h, (panel, axis) in enumerate(zip(panels, axes)):
-        image = axis.imshow(panel, vmin=0.0, vmax=max(1e-12, float(weights.max())), cmap="viridis")
+    top = float(weights.max()) if vmax is None else float(vmax)
+    for h, (panel, axis) in enumerate(zip(panels, axes, strict=False)):
+        image = axis.imshow(panel, vmin=0.0, vmax=max(1e-12, top), cmap="viridis")
         if x_tokens is not None:
             axis.set_xticks(range(S), x_tokens, rotation=90)
         if y_tokens is not None:
@@ -72,7 +78,8 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
             axis.set_title(f"head {h}")
     fig.colorbar(image, ax=axes[:H], shrink=0.8, label="attention weight")
     if title is not None:
-        if H > 1 or ax is None:
+        title = textwrap.fill(title, width=max(20, int(8 * fig.get_figwidth())))
+        if H > 1:
             fig.suptitle(title)
         else:
             axes[0].set_title(title)
