@@ -71,15 +71,19 @@ def check_dropout(p, name: str = "dropout") -> None:
         raise ValueError(f"{name} must be in [0, 1); got {p}")
 
 
+def check_features(x, name: str, embed_dim: int, *, ndim: int | None = 3) -> None:
+    """Check a float tensor of ``ndim`` dimensions whose last dimension is ``embed_dim``."""
+    check_tensor(x, name, ndim=ndim, min_ndim=1)
+    if x.shape[-1] != embed_dim:
+        raise ValueError(
+            f"{name}'s last dimension must equal embed_dim={embed_dim}; got shape {tuple(x.shape)}"
+        )
+
+
 def check_sequences(query: Tensor, key: Tensor, value: Tensor, embed_dim: int) -> None:
     """Check batch-first (N, L, E) query and (N, S, E) key/value for an attention module."""
     for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(x, name, ndim=3)
-        if x.shape[-1] != embed_dim:
-            raise ValueError(
-                f"{name}'s last dimension must equal embed_dim={embed_dim}; "
-                f"got shape {tuple(x.shape)}"
-            )
+        check_features(x, name, embed_dim)
     for name, x in (("key", key), ("value", value)):
         if x.shape[0] != query.shape[0]:
             raise ValueError(

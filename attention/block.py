@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_dropout
+from ._checks import check_dropout, check_features
 from .multi_head import MultiHeadAttention
 
 __all__ = ["FeedForward", "TransformerBlock"]
@@ -51,12 +51,14 @@ class FeedForward(nn.Module):
                 raise ValueError(f"{name} must be a positive int; got {value!r}")
         check_dropout(dropout)
         factory = {"device": device, "dtype": dtype}
+        self.embed_dim = embed_dim
         self.linear1 = nn.Linear(embed_dim, ffn_dim, bias=bias, **factory)
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(ffn_dim, embed_dim, bias=bias, **factory)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Apply the MLP to every position of ``x`` :math:`(N, L, E)`."""
+        """Apply the MLP to every position of ``x`` :math:`(*, E)`."""
+        check_features(x, "x", self.embed_dim, ndim=None)
         h = F.relu(self.linear1(x))  # (N, L, E) -> (N, L, ffn_dim)
         return self.linear2(self.dropout(h))  # (N, L, ffn_dim) -> (N, L, E)
 
@@ -118,7 +120,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         check_dropout(dropout)
         factory = {"device": device, "dtype": dtype}
-        self.norm_first = norm_first
+        self.embed_dim, self.norm_first = embed_dim, norm_first
         self.self_attn = MultiHeadAttention(
             embed_dim, num_heads, dropout=dropout, bias=bias, **factory
         )
@@ -146,6 +148,7 @@ class TransformerBlock(nn.Module):
             tuple[Tensor, Tensor | None]: output :math:`(N, L, E)` and weights
             :math:`(N, H, L, L)` or ``None``.
         """
+        check_features(x, "x", self.embed_dim)
         if self.norm_first:
             attended, weights = self._attend(self.norm1(x), mask, need_weights)
             x = x + attended  # (N, L, E)

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_embed, check_tensor
+from ._checks import check_dropout, check_embed, check_features
 from .block import TransformerBlock
 
 __all__ = ["PositionalEncoding", "AttentionClassifier"]
@@ -47,12 +47,12 @@ class PositionalEncoding(nn.Module):
         pe[:, 0::2] = torch.sin(angle)
         pe[:, 1::2] = torch.cos(angle[:, : embed_dim // 2])
         self.register_buffer("pe", pe, persistent=False)
-        self.max_len = max_len
+        self.embed_dim, self.max_len = embed_dim, max_len
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """Add the position signal to ``x`` :math:`(N, L, E)`."""
-        check_tensor(x, "x", ndim=3)
+        check_features(x, "x", self.embed_dim)
         N, L, E = x.shape
         if L > self.max_len:
             raise ValueError(f"sequence length {L} is longer than max_len={self.max_len}")

@@ -31,6 +31,14 @@ _ID = {word: i for i, word in enumerate(VOCAB)}
 def encode(sentence: str | list[str], length: int | None = None) -> Tensor:
     """Turn a sentence (a string or a list of words) into token ids, padded to ``length``.
 
+    Args:
+        sentence (str or list[str]): words from ``VOCAB``, separated by spaces in a string.
+        length (int, optional): pad with ``PAD_ID`` to this many ids. Default: ``None``
+            (no padding).
+
+    Returns:
+        Tensor: int64 ids of shape :math:`(\\text{length})`.
+
     Examples::
 
         >>> decode(encode("not good", length=4))
@@ -43,11 +51,24 @@ def encode(sentence: str | list[str], length: int | None = None) -> Tensor:
     length = len(words) if length is None else length
     if len(words) > length:
         raise ValueError(f"sentence has {len(words)} words, more than length={length}")
-    return torch.tensor([_ID[w] for w in words] + [PAD_ID] * (length - len(words)))
+    ids = [_ID[w] for w in words] + [PAD_ID] * (length - len(words))
+    return torch.tensor(ids, dtype=torch.long)
 
 
 def decode(ids: Tensor) -> list[str]:
-    """Turn token ids back into words, dropping padding."""
+    """Turn token ids back into words, dropping padding.
+
+    Args:
+        ids (Tensor): 1-D token ids.
+
+    Returns:
+        list[str]: the words, without ``<pad>``.
+
+    Examples::
+
+        >>> decode(torch.tensor([1, 2, 0, 0]))
+        ['not', 'good']
+    """
     return [VOCAB[i] for i in ids.tolist() if i != PAD_ID]
 
 

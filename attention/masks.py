@@ -83,6 +83,8 @@ def padding_mask(lengths, S: int) -> Tensor:
                 [1, 0, 0, 0]], dtype=torch.int32)
     """
     _check_length(S, "S")
+    if isinstance(lengths, (list, tuple)) and not lengths:
+        lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
     lengths = torch.as_tensor(lengths)
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.dim() != 1:
         raise TypeError(
@@ -147,10 +149,12 @@ def to_torch_key_padding_mask(mask: Tensor) -> Tensor:
     return ~mask
 
 
-def _allowed(torch_mask: Tensor, name: str) -> Tensor:
+def _allowed(torch_mask: Tensor, name: str, *, ndim: int | None = None) -> Tensor:
     """``True`` = may attend, from a torch mask that is bool (True = blocked) or additive float."""
     if not isinstance(torch_mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(torch_mask).__name__}")
+    if ndim is not None and torch_mask.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D; got shape {tuple(torch_mask.shape)}")
     if torch_mask.dtype == torch.bool:
         return ~torch_mask
     if torch_mask.is_floating_point():
@@ -196,11 +200,8 @@ def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor |
     if attn_mask is not None:
         mask = _allowed(attn_mask, "attn_mask")  # (L, S) or (N*H, L, S)
     if key_padding_mask is not None:
-        if key_padding_mask.dim() != 2:
-            raise ValueError(
-                f"key_padding_mask must be 2-D (N, S); got shape {tuple(key_padding_mask.shape)}"
-            )
-        keys = _allowed(key_padding_mask, "key_padding_mask")[:, None, None, :]  # (N, 1, 1, S)
+        keys = _allowed(key_padding_mask, "key_padding_mask", ndim=2)  # (N, S)
+        keys = keys[:, None, None, :]  # (N, 1, 1, S)
         if mask is not None and mask.dim() == 3:
             raise ValueError(
                 "combine a 3-D (N*H, L, S) attn_mask with a key_padding_mask by reshaping the "

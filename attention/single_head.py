@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from ._checks import check_mask, check_tensor
+from ._checks import check_features, check_mask
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -54,13 +54,8 @@ class SelfAttention(nn.Module):
         Returns:
             tuple[Tensor, Tensor]: output :math:`(N, L, E)` and weights :math:`(N, L, L)`.
         """
-        check_tensor(x, "x", ndim=3)
+        check_features(x, "x", self.embed_dim)
         N, L, E = x.shape
-        if E != self.embed_dim:
-            raise ValueError(
-                f"x's last dimension must equal embed_dim={self.embed_dim}; "
-                f"got shape {tuple(x.shape)}"
-            )
         check_mask(mask, (N, 1, L, L))  # one head: masks broadcast as for (N, H, L, S)
         q = self.q_proj(x)  # (N, L, E)
         k = self.k_proj(x)  # (N, L, E)

@@ -12,7 +12,15 @@ __all__ = ["train_classifier", "accuracy", "fit_sentiment_classifier"]
 
 @torch.no_grad()
 def accuracy(model: nn.Module, tokens: Tensor, labels: Tensor) -> float:
-    """Fraction of ``tokens`` (N, L) that ``model`` classifies as ``labels`` (N), in eval mode.
+    """Fraction of ``tokens`` that ``model`` classifies as ``labels``, measured in eval mode.
+
+    Args:
+        model (nn.Module): returns ``(logits, anything)`` for ``tokens``.
+        tokens (Tensor): :math:`(N, L)` token ids.
+        labels (Tensor): :math:`(N)` class indices.
+
+    Returns:
+        float: the accuracy in [0, 1]; the model's training flag is restored.
 
     Examples::
 
@@ -58,6 +66,15 @@ def train_classifier(
     Returns:
         list[dict]: per epoch, ``epoch``, ``loss`` (mean training loss), ``train_acc`` (running
         accuracy while training), ``val_acc`` (if ``val``) and ``seconds`` since the start.
+
+    Examples::
+
+        >>> from attention.data import VOCAB, make_dataset
+        >>> model = AttentionClassifier(len(VOCAB), 2, embed_dim=8, num_heads=2, num_layers=1,
+        ...                             max_len=12)
+        >>> history = train_classifier(model, *make_dataset(64), epochs=2, log=None)
+        >>> [row["epoch"] for row in history]
+        [1, 2]
     """
     g = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -110,6 +127,12 @@ def fit_sentiment_classifier(
     Returns:
         tuple: the trained model (in eval mode), the per-epoch history, and the held-out
         ``(tokens, labels)``.
+
+    Examples::
+
+        >>> model, history, held_out = fit_sentiment_classifier(log=None)  # doctest: +SKIP
+        >>> accuracy(model, *held_out) > 0.95  # doctest: +SKIP
+        True
     """
     from .classifier import AttentionClassifier
     from .data import CLASSES, VOCAB, make_dataset

@@ -1,0 +1,312 @@
+"""The modules against PyTorch's own: nn.MultiheadAttention and nn.TransformerEncoderLayer.
+
+Weights are copied with ``from_torch``; masks for torch are built here in torch's polarity
+(True = blocked), independently of the package's converters. Gradients stay enabled so torch's
+modules take their ordinary path rather than the inference fast path.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention import (
+    FeedForward,
+    FusedMultiHeadAttention,
+    MultiHeadAttention,
+    PositionalEncoding,
+    SelfAttention,
+    TransformerBlock,
+    causal_mask,
+    padding_mask,
+)
+
+from .helpers import assert_close, blocked_for_torch, randn, random_mask
+
+MHA_CLASSES = [MultiHeadAttention, FusedMultiHeadAttention]
+N, E, H = 3, 16, 4
+
+
+def _lengths(S):
+    """Padding lengths for S keys: one full sequence, one short, one in between (every
+    sequence keeps key 0, so padding alone leaves no query with nothing to attend to)."""
+    return [S, 2, max(S - 1, 1)]
+
+
+def _case(name, L, S):
+    """(our mask, torch's attn_mask, torch's key_padding_mask) for a named mask case."""
+    no = (None, None, None)
+    if name == "none":
+        return no
+    blocked_causal = torch.ones(L, S, dtype=torch.bool).triu(S - L + 1)  # True = blocked
+    blocked_keys = torch.arange(S) >= torch.tensor(_lengths(S))[:, None]  # (N, S)
+    if name == "causal":
+        return causal_mask(L, S), blocked_causal, None
+    if name == "padding":
+        return padding_mask(_lengths(S), S), None, blocked_keys
+    if name == "both":
+        return causal_mask(L, S) & padding_mask(_lengths(S), S), blocked_causal, blocked_keys
+    if name == "per-head":  # (N, H, L, S), given to torch as (N * H, L, S)
+        mask = random_mask(N, H, L, S)
+        mask[..., 0] = True
+        return mask, blocked_for_torch(mask, N, H), None
+    raise ValueError(name)
+
+
+MASK_CASES = ["none", "causal", "padding", "both", "per-head"]
+# (L, S): self-attention (key = value = query) and cross-attention with L < S and L > S.
+LENGTH_CASES = [(5, None), (4, 5), (5, 3)]
+LENGTH_IDS = ["self", "cross-L<S", "cross-L>S"]
+
+
+@pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "no-weights"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("mask_case", MASK_CASES)
+@pytest.mark.parametrize("L, S", LENGTH_CASES, ids=LENGTH_IDS)
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_multi_head_attention_matches_torch(cls, L, S, mask_case, bias, need_weights, dtype):
+    torch_mha = nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=dtype)
+    ours = cls.from_torch(torch_mha)
+    query = torch.randn(N, L, E, dtype=dtype)
+    memory = query if S is None else torch.randn(N, S, E, dtype=dtype)
+    mask, attn_mask, key_padding_mask = _case(mask_case, L, memory.shape[1])
+
+    expected, expected_weights = torch_mha(
+        query, memory, memory, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+        need_weights=need_weights, average_attn_weights=False,
+    )  # fmt: skip
+    key = None if S is None else memory
+    out, weights = ours(query, key, mask=mask, need_weights=need_weights)
+
+    # Causal cross-attention with L > S leaves the first queries with no key: torch's weights
+    # path gives NaN there (see test_masked_rows.py), so compare the rows that have a key and
+    # check that ours gives the output projection of 0 in the others.
+    S = memory.shape[1]
+    has_key = torch.ones(N, H, L, S, dtype=torch.bool) if mask is None else mask.expand(N, H, L, S)
+    rows = has_key.any(dim=-1)  # (N, H, L)
+    assert_close(out[rows.all(dim=1)], expected[rows.all(dim=1)])
+    bias_row = ours.out_proj.bias if bias else torch.zeros(E, dtype=dtype)
+    assert_close(out[~rows.all(dim=1)], bias_row.detach().expand_as(out[~rows.all(dim=1)]))
+    if need_weights:
+        assert weights.shape == (N, H, L, S)
+        assert_close(weights[rows], expected_weights[rows])
+        assert torch.equal(weights[~rows], torch.zeros_like(weights[~rows]))
+    else:
+        assert weights is None
+
+
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_from_torch_of_a_sequence_first_module(cls):
+    # nn.MultiheadAttention's default batch_first=False: the weights mean the same, only the
+    # layout of its inputs differs; ours is always batch first.
+    torch_mha = nn.MultiheadAttention(E, H, dtype=torch.float64)
+    ours = cls.from_torch(torch_mha)
+    x = randn(N, 5, E)
+    expected, _ = torch_mha(*(x.transpose(0, 1),) * 3)
+    assert_close(ours(x)[0], expected.transpose(0, 1))
+
+
+def test_key_defaults_to_query_and_value_to_key():
+    mha = MultiHeadAttention(E, H, dtype=torch.float64)
+    x, memory = randn(2, 4, E), randn(2, 6, E)
+    assert_close(mha(x)[0], mha(x, x, x)[0])
+    assert_close(mha(x, memory)[0], mha(x, memory, memory)[0])
+
+
+def test_fused_and_separate_projections_compute_the_same_thing():
+    separate = MultiHeadAttention(E, H, dtype=torch.float64)
+    fused = FusedMultiHeadAttention(E, H, dtype=torch.float64)
+    with torch.no_grad():
+        projections = (separate.q_proj, separate.k_proj, separate.v_proj)
+        fused.qkv_proj.weight.copy_(torch.cat([p.weight for p in projections]))
+        fused.qkv_proj.bias.copy_(torch.cat([p.bias for p in projections]))
+        fused.out_proj.load_state_dict(separate.out_proj.state_dict())
+    x, memory, value = randn(2, 4, E), randn(2, 6, E), randn(2, 6, E)
+    # Self-attention (one packed matmul), and cross-attention (three slices of it).
+    for args, mask in (((x,), causal_mask(4)), ((x, memory), None), ((x, memory, value), None)):
+        expected, expected_weights = separate(*args, mask=mask)
+        for need_weights in (True, False):
+            out, weights = fused(*args, mask=mask, need_weights=need_weights)
+            assert_close(out, expected)
+            if need_weights:
+                assert_close(weights, expected_weights)
+
+
+def test_self_attention_is_one_head_scaled_by_the_embedding_size():
+    attn = SelfAttention(E, bias=True, dtype=torch.float64)
+    x, mask = randn(2, 5, E), causal_mask(5)
+    q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+    out, weights = attn(x, mask)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(E)).masked_fill(~mask, -torch.inf)
+    assert_close(weights, scores.softmax(dim=-1))
+
+
+def test_self_attention_matches_a_one_head_torch_module_before_its_output_projection():
+    torch_mha = nn.MultiheadAttention(E, 1, bias=False, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        torch_mha.out_proj.weight.copy_(torch.eye(E))
+    attn = SelfAttention(E, dtype=torch.float64)
+    with torch.no_grad():
+        for proj, w in zip((attn.q_proj, attn.k_proj, attn.v_proj),
+                           torch_mha.in_proj_weight.chunk(3), strict=True):  # fmt: skip
+            proj.weight.copy_(w)
+    x = randn(2, 5, E)
+    expected, expected_weights = torch_mha(x, x, x, attn_mask=~causal_mask(5))
+    out, weights = attn(x, causal_mask(5))
+    assert_close(out, expected)
+    assert_close(weights, expected_weights)
+
+
+def test_feed_forward_is_linear_relu_linear():
+    ffn = FeedForward(E, 32, dtype=torch.float64)
+    x = randn(2, 5, E)
+    expected = ffn.linear2(torch.relu(ffn.linear1(x)))
+    assert_close(ffn(x), expected)
+
+
+@pytest.mark.parametrize("embed_dim", [8, 7])
+def test_positional_encoding_follows_the_sinusoid_formula(embed_dim):
+    pe = PositionalEncoding(embed_dim, max_len=20)
+    x = randn(2, 11, embed_dim)
+    table = torch.zeros(11, embed_dim, dtype=torch.float64)
+    for p in range(11):
+        for i in range(embed_dim):
+            angle = p / 10000 ** (2 * (i // 2) / embed_dim)
+            table[p, i] = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+    # The table is computed in float32 and cast, so compare at float32 precision.
+    assert_close(pe(x), x + table, atol=1e-5, rtol=1e-5)
+
+
+# --- TransformerBlock ----------------------------------------------------------------------
+
+
+def _block_masks(name, L):
+    """(our mask, torch's src_mask, torch's src_key_padding_mask)."""
+    if name == "none":
+        return None, None, None
+    if name == "causal":
+        return causal_mask(L), nn.Transformer.generate_square_subsequent_mask(L), None
+    if name == "padding":
+        blocked_keys = torch.arange(L) >= torch.tensor(_lengths(L))[:, None]
+        return padding_mask(_lengths(L), L), None, blocked_keys
+    blocked_causal = torch.ones(L, L, dtype=torch.bool).triu(1)
+    blocked_keys = torch.arange(L) >= torch.tensor(_lengths(L))[:, None]
+    return causal_mask(L) & padding_mask(_lengths(L), L), blocked_causal, blocked_keys
+
+
+@pytest.mark.parametrize("mask_case", ["none", "causal", "padding", "both"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_transformer_block_matches_torch_in_eval_mode(norm_first, mask_case, dtype):
+    layer = nn.TransformerEncoderLayer(
+        E, H, dim_feedforward=32, dropout=0.1, batch_first=True, norm_first=norm_first,
+        dtype=dtype,
+    ).eval()  # fmt: skip
+    block = TransformerBlock.from_torch(layer)
+    assert not block.training
+    L = 5
+    x = torch.randn(N, L, E, dtype=dtype)
+    mask, src_mask, src_key_padding_mask = _block_masks(mask_case, L)
+    if src_mask is not None:
+        src_mask = src_mask.to(dtype) if src_mask.is_floating_point() else src_mask
+    expected = layer(x, src_mask=src_mask, src_key_padding_mask=src_key_padding_mask)
+    out, weights = block(x, mask)
+    assert weights is None
+    assert_close(out, expected)
+    out, weights = block(x, mask, need_weights=True)
+    assert_close(out, expected)
+    assert weights.shape == (N, H, L, L)
+
+
+# --- from_torch ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype_", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_from_torch_keeps_dtype_bias_dropout_and_mode(cls, dtype_, bias, training):
+    source = nn.MultiheadAttention(E, H, dropout=0.25, bias=bias, batch_first=True, dtype=dtype_)
+    source.train(training)
+    ours = cls.from_torch(source)
+    assert {p.dtype for p in ours.parameters()} == {dtype_}
+    assert ours.training == training
+    assert ours.dropout == 0.25
+    assert (ours.out_proj.bias is not None) == bias
+    ours_params = sum(p.numel() for p in ours.parameters())
+    assert ours_params == sum(p.numel() for p in source.parameters())
+
+
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_from_torch_copies_every_weight(cls):
+    source = nn.MultiheadAttention(E, H, batch_first=True)
+    ours = cls.from_torch(source)
+    ours_flat = torch.cat([p.detach().flatten() for p in ours.parameters()]).sort().values
+    theirs_flat = torch.cat([p.detach().flatten() for p in source.parameters()]).sort().values
+    assert torch.equal(ours_flat, theirs_flat)
+
+
+@pytest.mark.parametrize("cls", [*MHA_CLASSES, TransformerBlock])
+def test_from_torch_keeps_the_device(cls):
+    # The meta device stands for "not the default device": every parameter must follow it.
+    if cls is TransformerBlock:
+        source = nn.TransformerEncoderLayer(E, H, 32, batch_first=True, device="meta")
+    else:
+        source = nn.MultiheadAttention(E, H, batch_first=True, device="meta")
+    ours = cls.from_torch(source)
+    assert {p.device.type for p in ours.parameters()} == {"meta"}
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_transformer_block_from_torch_keeps_options(norm_first, bias, training):
+    layer = nn.TransformerEncoderLayer(
+        E, H, 32, dropout=0.2, batch_first=True, norm_first=norm_first, bias=bias,
+        layer_norm_eps=1e-3, dtype=torch.float64,
+    ).train(training)  # fmt: skip
+    block = TransformerBlock.from_torch(layer)
+    assert block.training == training and block.self_attn.training == training
+    assert block.norm_first == norm_first
+    assert block.norm1.eps == 1e-3 and block.norm2.eps == 1e-3
+    assert block.self_attn.dropout == 0.2
+    assert block.dropout1.p == block.dropout2.p == block.ffn.dropout.p == 0.2
+    assert {p.dtype for p in block.parameters()} == {torch.float64}
+    assert sum(p.numel() for p in block.parameters()) == sum(p.numel() for p in layer.parameters())
+    x = randn(2, 4, E)
+    assert_close(block.eval()(x)[0], layer.eval()(x))
+
+
+def test_transformer_block_from_torch_accepts_a_relu_module():
+    layer = nn.TransformerEncoderLayer(E, H, 32, activation=nn.ReLU(), batch_first=True)
+    TransformerBlock.from_torch(layer)
+
+
+@pytest.mark.parametrize(
+    "source, match",
+    [
+        (lambda: nn.MultiheadAttention(E, H, kdim=8, vdim=8), r"kdim and vdim"),
+        (lambda: nn.MultiheadAttention(E, H, add_bias_kv=True), r"add_bias_kv"),
+        (lambda: nn.MultiheadAttention(E, H, add_zero_attn=True), r"add_zero_attn"),
+    ],
+    ids=["kdim-vdim", "add_bias_kv", "add_zero_attn"],
+)
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_from_torch_refuses_options_it_does_not_have(cls, source, match):
+    with pytest.raises(ValueError, match=match):
+        cls.from_torch(source())
+
+
+@pytest.mark.parametrize("activation", ["gelu", nn.GELU()], ids=["string", "module"])
+def test_transformer_block_from_torch_refuses_gelu(activation):
+    layer = nn.TransformerEncoderLayer(E, H, 32, activation=activation, batch_first=True)
+    with pytest.raises(ValueError, match=r"relu.*(?i:gelu)"):
+        TransformerBlock.from_torch(layer)
+
+
+@pytest.mark.parametrize("cls", [*MHA_CLASSES, TransformerBlock])
+def test_from_torch_refuses_other_modules(cls):
+    with pytest.raises(TypeError, match=r"expected an nn\.\w+; got Linear"):
+        cls.from_torch(nn.Linear(E, E))
