@@ -1,0 +1,65 @@
+# The project's commands. On a fresh machine, `make html` creates .venv, installs the pinned
+# requirements and the package, then builds the site; `make test` runs everything.
+#
+#   make html     build the site into build/html (runs the changed gallery scripts)
+#   make test     lint, unit tests and doctests, a clean build running every example,
+#                 then the build-behaviour and built-site tests
+#   make serve    serve build/html on http://127.0.0.1:8000 for reading
+#   make lint     ruff check and ruff format --check
+#   make bench    timing and memory benchmarks
+#   make clean    remove the build and the generated sources (keeps .venv)
+#
+# ATTENTION_GALLERY_PATTERN='04_' make html   runs only the scripts whose path matches.
+
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8000
+SPHINXOPTS ?=
+PYTEST_WORKERS ?= 2
+
+SPHINXBUILD := $(PY) -m sphinx -b html -W --keep-going -c . $(SPHINXOPTS) docs build/html
+GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
+
+.PHONY: html test unit lint serve bench clean venv
+
+# The virtual environment: made once, refreshed when the requirements or the package metadata
+# change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install -e .
+	touch $@
+
+venv: $(STAMP)
+
+# -W --keep-going: every warning is reported, and any warning or failing example fails the build.
+html: $(STAMP)
+	$(SPHINXBUILD)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Unit tests, then the package's docstring examples and the pages' >>> examples as doctests.
+unit: $(STAMP)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/unit
+	$(PY) -m pytest --doctest-modules attention --doctest-glob='*.rst' docs/index.rst
+
+# A clean build, so every example runs again even if only the package changed.
+test: lint unit
+	rm -rf $(GENERATED)
+	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)
+	$(PY) -m pytest tests/docs
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/site
+
+serve: $(STAMP)
+	test -f build/html/index.html || $(MAKE) html
+	$(PY) -m http.server --directory build/html --bind 127.0.0.1 $(PORT)
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(GENERATED)

@@ -1,0 +1,179 @@
+"""Sphinx configuration for the attention site.
+
+Layout: this file sits at the repository root, the hand-written reST lives in ``docs/`` (the
+source directory), the tutorial scripts in ``gallery/``. Build with ``make html``, which runs
+``sphinx-build -b html -W --keep-going -c . docs build/html``.
+
+Paths below that Sphinx resolves against the source directory (``docs/``) are written relative
+to it; paths that it resolves against this file's directory are made absolute, so both readings
+agree.
+
+Environment variables:
+
+``ATTENTION_GALLERY_PATTERN``
+    A regular expression: only gallery scripts whose path matches it are executed
+    (default: every script). ``ATTENTION_GALLERY_PATTERN='04_' make html`` iterates on one page.
+``ATTENTION_RUN_STALE=1``
+    Re-run every selected script even when its source has not changed (``make test`` sets it).
+``ATTENTION_INTERSPHINX=1``
+    Link to the PyTorch, Python and Matplotlib documentation. Off by default: it needs the
+    network, and the build must pass without one.
+"""
+
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+DOCS = ROOT / "docs"
+# The package from this checkout (also installed editable by `make`), and the build helpers.
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(DOCS / "_ext"))
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _attention_version() -> str:
+    try:
+        return metadata.version("attention")
+    except metadata.PackageNotFoundError:  # a checkout that was not `pip install -e .`-ed
+        import tomllib
+
+        with open(ROOT / "pyproject.toml", "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+
+
+# -- Project -----------------------------------------------------------------------------------
+
+project = "Attention in PyTorch"
+author = "The attention project authors"
+copyright = "the attention project authors"
+release = _attention_version()
+version = ".".join(release.split(".")[:2])
+
+VERSIONS = {
+    "torch": _version("torch"),
+    "attention": release,
+    "numpy": _version("numpy"),
+    "matplotlib": _version("matplotlib"),
+}
+
+# -- General -----------------------------------------------------------------------------------
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "sphinx.ext.doctest",
+    "sphinx_copybutton",
+    "sphinx_gallery.gen_gallery",
+    # MathJax served from _static/mathjax, not from a CDN.
+    "sphinx-mathjax-offline",
+    # docs/_ext/attention_docs.py: example seeding, re-exported names, no CDN assets.
+    "attention_docs",
+]
+
+templates_path = [str(DOCS / "_templates")]
+exclude_patterns = ["_templates", "_ext", "_static", "generated/backreferences"]
+root_doc = "index"
+language = "en"
+
+# A broken cross-reference is a bug: references to this package must resolve. References to
+# other projects (torch.Tensor, int, ...) resolve only with intersphinx, which needs the network,
+# so they are not checked.
+nitpicky = True
+nitpick_ignore_regex = [(r"py:.*", r"(?!attention(\.|$)).*")]
+
+if os.environ.get("ATTENTION_INTERSPHINX") == "1":
+    extensions.append("sphinx.ext.intersphinx")
+    intersphinx_mapping = {
+        "python": ("https://docs.python.org/3", None),
+        "torch": ("https://docs.pytorch.org/docs/stable", None),
+        "matplotlib": ("https://matplotlib.org/stable", None),
+    }
+
+# -- API reference (autodoc, autosummary, napoleon) --------------------------------------------
+
+autosummary_generate = True
+autosummary_imported_members = False
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+# nn.Module's own docstrings (forward, extra_repr, ...) would otherwise fill every class page.
+autodoc_inherit_docstrings = False
+autodoc_default_options = {"show-inheritance": True}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+# PyTorch's docstring layout has a "Shape:" section next to "Args:" and "Returns:".
+napoleon_custom_sections = ["Shape"]
+
+# -- sphinx-gallery ----------------------------------------------------------------------------
+
+_FIRST_CELL = (
+    "# This notebook was built with "
+    + ", ".join(f"{name} {ver}" for name, ver in VERSIONS.items())
+    + ".\n# It installs nothing: run it where those packages are installed."
+)
+
+sphinx_gallery_conf = {
+    # Relative to the source directory (docs/), not to this file.
+    "examples_dirs": "../gallery",
+    "gallery_dirs": "tutorials",
+    # Every script runs, whatever its name; the variable selects a subset while iterating.
+    "filename_pattern": os.environ.get("ATTENTION_GALLERY_PATTERN") or r"\.py$",
+    "ignore_pattern": r"__init__\.py",
+    # The learning path is the file-name order: 01_..., 02_..., ...
+    "within_subsection_order": "FileNameSortKey",
+    "run_stale_examples": os.environ.get("ATTENTION_RUN_STALE") == "1",
+    # Any exception in any example fails the build (after all examples have run).
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
+    # "Examples using ..." mini-galleries on the API pages.
+    "backreferences_dir": "generated/backreferences",
+    "doc_module": ("attention",),
+    # Same numbers on every build: matplotlib's state and every seed are reset before each script.
+    "reset_modules": ("matplotlib", "attention_docs.reset_seeds"),
+    "reset_modules_order": "before",
+    # Relative to the HTML output directory: build/junit-gallery.xml.
+    "junit": "../junit-gallery.xml",
+    "first_notebook_cell": _FIRST_CELL,
+    "download_all_examples": True,
+    "matplotlib_animations": False,
+    "show_memory": False,
+    "remove_config_comments": True,
+    "min_reported_time": 0,
+}
+
+# -- HTML --------------------------------------------------------------------------------------
+
+html_theme = "furo"
+html_title = "Attention in PyTorch"
+html_static_path = [str(DOCS / "_static")]
+html_css_files = ["custom.css"]
+html_last_updated_fmt = None
+html_show_sphinx = False
+pygments_style = "friendly"
+pygments_dark_style = "monokai"
+html_theme_options = {
+    "navigation_with_keys": True,
+    "light_css_variables": {
+        "color-brand-primary": "#b3401a",
+        "color-brand-content": "#b3401a",
+    },
+    "dark_css_variables": {
+        "color-brand-primary": "#ff9a6b",
+        "color-brand-content": "#ff9a6b",
+    },
+}
+
+# sphinx-copybutton: copy code without the ">>> " and "... " prompts.
+copybutton_prompt_text = r">>> |\.\.\. "
+copybutton_prompt_is_regexp = True

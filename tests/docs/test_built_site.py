@@ -1,0 +1,81 @@
+"""What the real build wrote: API pages, downloads, notebooks and offline assets."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from docbuild import gallery_scripts
+
+import attention
+
+DOCUMENTED_MODULES = ("attention.masks", "attention.data", "attention.training")
+_REMOTE_ASSET = re.compile(
+    r"<(?:script[^>]*\bsrc|link[^>]*\bhref)\s*=\s*[\"'](?:https?:)?//", flags=re.IGNORECASE
+)
+
+
+@pytest.mark.parametrize("name", [*attention.__all__, *DOCUMENTED_MODULES])
+def test_every_public_name_has_an_api_page(html_dir: Path, name: str):
+    full = name if name.startswith("attention.") else f"attention.{name}"
+    page = html_dir / "generated" / f"{full}.html"
+    assert page.is_file(), f"no API page for {full}"
+    text = page.read_text(encoding="utf-8")
+    anchor = f"module-{full}" if name in DOCUMENTED_MODULES else full
+    assert f'id="{anchor}"' in text, f"{page.name} does not document {full}"
+
+
+def test_api_pages_list_the_examples_that_use_them(html_dir: Path):
+    # Every tutorial imports the package, so at least one name shows its examples.
+    pages = (html_dir / "generated").glob("attention.*.html")
+    with_examples = [p.name for p in pages if "Examples using" in p.read_text(encoding="utf-8")]
+    assert with_examples, "no API page has an 'Examples using ...' mini-gallery"
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_tutorial_offers_py_and_ipynb(html_dir: Path, script: str):
+    page = html_dir / "tutorials" / script.replace(".py", ".html")
+    text = page.read_text(encoding="utf-8")
+    stem = script[: -len(".py")]
+    for suffix in (".py", ".ipynb"):
+        link = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{re.escape(stem)}{suffix})"', text)
+        assert link, f"{page.name} has no {suffix} download"
+        assert (page.parent / link.group(1)).resolve().is_file()
+
+
+def test_gallery_offers_zips(html_dir: Path):
+    text = (html_dir / "tutorials" / "index.html").read_text(encoding="utf-8")
+    for zip_name in ("tutorials_python.zip", "tutorials_jupyter.zip"):
+        link = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{zip_name})"', text)
+        assert link, f"the gallery index does not offer {zip_name}"
+        assert (html_dir / "tutorials" / link.group(1)).resolve().is_file()
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_notebook_first_cell_states_versions(html_dir: Path, script: str):
+    (notebook,) = html_dir.glob(f"_downloads/*/{script.replace('.py', '.ipynb')}")
+    first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
+    source = "".join(first["source"])
+    assert first["cell_type"] == "code"
+    assert all(line.startswith("#") for line in source.splitlines()), source
+    for dist in ("torch", "numpy", "matplotlib"):
+        assert f"{dist} {metadata.version(dist)}" in source
+
+
+@pytest.mark.parametrize("page", ["sg_execution_times.html", "tutorials/sg_execution_times.html"])
+def test_computation_times_page_loads_nothing_remote(html_dir: Path, page: str):
+    text = (html_dir / page).read_text(encoding="utf-8")
+    assert "Computation times" in text
+    assert not _REMOTE_ASSET.search(text), _REMOTE_ASSET.search(text).group(0)
+    for script in gallery_scripts():
+        assert script in text, f"{script} missing from {page}"
+
+
+def test_mathjax_is_served_from_the_site(html_dir: Path):
+    text = (html_dir / "index.html").read_text(encoding="utf-8")
+    src = re.search(r'<script[^>]*src="([^"?]*tex-chtml\.js)(?:\?[^"]*)?"', text)
+    assert src and not src.group(1).startswith(("http:", "https:", "//")), src
+    assert (html_dir / src.group(1)).is_file()

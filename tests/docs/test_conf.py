@@ -1,0 +1,85 @@
+"""The build configuration: which scripts run, in which order, from which random state."""
+
+from __future__ import annotations
+
+import importlib
+import random
+import re
+import sys
+from importlib import metadata
+
+import numpy as np
+import torch
+from docbuild import GALLERY_DIR, ROOT, gallery_scripts, load_conf
+
+
+def _reset_callable(name: str):
+    module, _, func = name.rpartition(".")
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        return getattr(importlib.import_module(module), func)
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+
+
+def test_every_script_runs_by_default_whatever_its_name():
+    conf = load_conf(ATTENTION_GALLERY_PATTERN="")["sphinx_gallery_conf"]
+    pattern = conf["filename_pattern"]
+    for name in [*gallery_scripts(), "my_new_page.py", "plot_x.py"]:
+        assert re.search(pattern, str(GALLERY_DIR / name)), name
+    assert not re.search(pattern, str(GALLERY_DIR / "README.rst"))
+
+
+def test_pattern_variable_selects_scripts():
+    conf = load_conf(ATTENTION_GALLERY_PATTERN="04_")["sphinx_gallery_conf"]
+    assert conf["filename_pattern"] == "04_"
+
+
+def test_learning_path_order_is_file_name_order():
+    conf = load_conf()["sphinx_gallery_conf"]
+    assert conf["within_subsection_order"] == "FileNameSortKey"
+    assert conf["examples_dirs"] == "../gallery"
+    assert conf["gallery_dirs"] == "tutorials"
+    assert conf["doc_module"] == ("attention",)
+
+
+def test_stale_examples_rerun_when_asked():
+    assert load_conf(ATTENTION_RUN_STALE="1")["sphinx_gallery_conf"]["run_stale_examples"]
+    assert not load_conf(ATTENTION_RUN_STALE="0")["sphinx_gallery_conf"]["run_stale_examples"]
+
+
+def test_reset_before_each_example_makes_random_numbers_repeat():
+    conf = load_conf()["sphinx_gallery_conf"]
+    resets = conf["reset_modules"]
+    assert "matplotlib" in resets
+    assert conf["reset_modules_order"] in ("before", "both")
+    (seeder,) = [_reset_callable(r) for r in resets if "." in r]
+
+    def draws():
+        seeder(conf, "example.py")
+        return random.random(), np.random.rand(3).tolist(), torch.rand(3).tolist()
+
+    first = draws()
+    random.random(), np.random.rand(5), torch.rand(5)  # a page that consumed numbers
+    torch.set_default_dtype(torch.float64)  # and changed a global default
+    try:
+        second = draws()
+        assert torch.get_default_dtype() == torch.float32
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert first == second
+
+
+def test_notebook_first_cell_states_versions_and_installs_nothing():
+    cell = load_conf()["sphinx_gallery_conf"]["first_notebook_cell"]
+    lines = cell.splitlines()
+    assert lines and all(line.startswith("#") for line in lines), cell
+    for dist in ("torch", "numpy", "matplotlib"):
+        assert f"{dist} {metadata.version(dist)}" in cell
+    assert "attention " in cell
+    assert "pip install" not in cell
+
+
+def test_intersphinx_is_off_without_opt_in():
+    conf = load_conf(ATTENTION_INTERSPHINX="")
+    assert "sphinx.ext.intersphinx" not in conf["extensions"]
