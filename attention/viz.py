@@ -78,7 +78,8 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
             axis.set_title(f"head {h}")
     fig.colorbar(image, ax=axes[:H], shrink=0.8, label="attention weight")
     if title is not None:
-        title = textwrap.fill(title, width=max(20, int(8 * fig.get_figwidth())))
+        width = max(20, int(8 * fig.get_figwidth()))
+        title = "\n".join(textwrap.fill(line, width) for line in title.splitlines())
         if H > 1:
             fig.suptitle(title)
         else:
