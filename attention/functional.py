@@ -116,12 +116,14 @@ def tiled_attention(
 ) -> Tensor:
     r"""Attention by online softmax over blocks of keys: the (L, S) matrix is never built.
 
-    The keys and values are visited ``block_size`` at a time. For each block the scores of all
+    The keys and values are visited ``block_size`` at a time. For each block the scores of the
     queries against that block are computed, and a running maximum ``m``, a running softmax
     denominator ``l`` and a running weighted sum ``acc`` are updated; when the maximum grows,
     what was accumulated so far is rescaled by :math:`e^{m_\text{old} - m_\text{new}}`. At the
-    end ``acc / l`` equals :func:`scaled_dot_product_attention`'s output. Peak memory is
-    :math:`O(L \cdot \text{block\_size})` instead of :math:`O(L \cdot S)`.
+    end ``acc / l`` equals :func:`scaled_dot_product_attention`'s output. The queries go
+    ``2**17 // block_size`` rows at a time, so that a tile of scores (128K numbers per head)
+    stays in the processor's caches; with ``causal=True`` the blocks above the diagonal are
+    skipped. Peak memory beyond the output is one tile instead of the :math:`L \times S` matrix.
 
     Args:
         query (Tensor): queries.
@@ -157,28 +159,42 @@ def tiled_attention(
         raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
     L, S = query.shape[-2], key.shape[-2]
     lowest = torch.finfo(query.dtype).min
+    out = query.new_empty((*batch, L, value.shape[-1]))  # (*, L, Dv)
+    # Query rows are independent of each other: take R of them at a time, so that each tile of
+    # scores (R rows by block_size keys, 128K numbers per head) stays in the processor's caches.
+    R = max(1, 2**17 // block_size)
 
-    m = query.new_full((*batch, L, 1), -math.inf)  # running max of the scores  (*, L, 1)
-    l = query.new_zeros((*batch, L, 1))  # running softmax denominator  (*, L, 1)  # noqa: E741
-    acc = query.new_zeros((*batch, L, value.shape[-1]))  # running weighted sum  (*, L, Dv)
-    rows = torch.arange(L, device=query.device)[:, None] + (S - L)  # last allowed key  (L, 1)
+    for q_start in range(0, L, R):
+        q = query[..., q_start : q_start + R, :] * scale  # (*, R, D)
+        rows = q.shape[-2]
+        last = torch.arange(q_start, q_start + rows, device=q.device)[:, None] + (S - L)  # (R, 1)
+        m = q.new_full((*batch, rows, 1), -math.inf)  # running max of the scores  (*, R, 1)
+        l = q.new_zeros((*batch, rows, 1))  # running softmax denominator  (*, R, 1)  # noqa: E741
+        acc = q.new_zeros((*batch, rows, value.shape[-1]))  # running weighted sum  (*, R, Dv)
+        # Causal: keys after the last row's last allowed key are masked for every row here.
+        stop = min(S, q_start + rows + S - L) if causal else S
 
-    for start in range(0, S, block_size):
-        k = key[..., start : start + block_size, :]  # (*, B, D)
-        v = value[..., start : start + block_size, :]  # (*, B, Dv)
-        s = query @ k.transpose(-2, -1) * scale  # (*, L, D) @ (*, D, B) -> (*, L, B)
-        if causal:
-            cols = torch.arange(start, start + k.shape[-2], device=query.device)  # (B,)
-            allowed = cols <= rows  # (B,) vs (L, 1) -> (L, B)
-            s = s.masked_fill(~allowed, lowest)  # (*, L, B)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (*, L, 1)
-        p = torch.exp(s - m_new)  # (*, L, B)
-        if causal:
-            p = p.masked_fill(~allowed, 0.0)  # (*, L, B)
-        alpha = torch.exp(m - m_new)  # rescales what came before  (*, L, 1)
-        l = alpha * l + p.sum(dim=-1, keepdim=True)  # (*, L, 1)  # noqa: E741
-        acc = alpha * acc + p @ v  # (*, L, B) @ (*, B, Dv) -> (*, L, Dv)
-        m = m_new
+        for start in range(0, stop, block_size):
+            k = key[..., start : start + block_size, :]  # (*, B, D)
+            v = value[..., start : start + block_size, :]  # (*, B, Dv)
+            s = q @ k.transpose(-2, -1)  # (*, R, D) @ (*, D, B) -> (*, R, B)
+            # Only a block that crosses the diagonal holds masked scores.
+            crosses = causal and start + k.shape[-2] - 1 > q_start + S - L
+            if crosses:
+                cols = torch.arange(start, start + k.shape[-2], device=q.device)  # (B,)
+                allowed = cols <= last  # (B,) vs (R, 1) -> (R, B)
+                s.masked_fill_(~allowed, lowest)  # (*, R, B)
+            # The maximum only keeps exp() in range; the result does not depend on it, so no
+            # gradient flows through it (and s can then be overwritten in place).
+            m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))  # (*, R, 1)
+            p = s.sub_(m_new).exp_()  # (*, R, B)
+            if crosses:
+                p = p.masked_fill(~allowed, 0.0)  # (*, R, B)
+            alpha = torch.exp(m - m_new)  # rescales what came before  (*, R, 1)
+            l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))  # (*, R, 1)
+            acc.mul_(alpha).add_(p @ v)  # (*, R, B) @ (*, B, Dv) -> (*, R, Dv)
+            m = m_new
 
-    # A row that saw no allowed key has l = 0 and acc = 0: divide by 1 there to return 0.
-    return acc / l.masked_fill(l == 0, 1.0)  # (*, L, Dv)
+        # A row that saw no allowed key has l = 0 and acc = 0: divide by 1 there to return 0.
+        out[..., q_start : q_start + rows, :] = acc / l.masked_fill(l == 0, 1.0)  # (*, R, Dv)
+    return out  # (*, L, Dv)

@@ -103,7 +103,11 @@ class FusedMultiHeadAttention(nn.Module):
         S, H = key.shape[1], self.num_heads
         check_mask(mask, (N, H, L, S))
 
-        q, k, v = (split_heads(x, H) for x in self._project(query, key, value))  # (N, H, L|S, D)
+        # Copied to a dense (L, D) block per head: SDPA's CPU kernels read that layout faster
+        # than the strided views of the packed projection, by more than the copy costs.
+        q, k, v = (
+            split_heads(x, H).contiguous() for x in self._project(query, key, value)
+        )  # (N, H, L|S, D)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = scaled_dot_product_attention(

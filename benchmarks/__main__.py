@@ -1,0 +1,143 @@
+"""Run the benchmarks: ``python -m benchmarks`` (``make bench``) from the repository root.
+
+    python -m benchmarks              the CPU suite (2 minutes on 2 idle cores); writes
+                                      benchmarks/results/cpu-<date>.csv and cpu-<date>.md
+    python -m benchmarks --gpu        the GPU suite (needs CUDA; a few minutes); writes
+                                      benchmarks/results/gpu-<date>.csv
+    python -m benchmarks --quick      the same code on tiny sizes in seconds, to check that the
+                                      harness runs (with --gpu on a CPU-only machine: the GPU
+                                      suite's loops on the CPU); writes nothing without --out
+
+Timings are medians; ratios between candidates come from the same run (see
+:mod:`benchmarks.timing`). Nothing here asserts a timing: the goals are reported, met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from . import cpu, gpu
+from .memory import METHOD
+from .report import CsvWriter, provenance, results_path, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--gpu", action="store_true", help="run the GPU suite (needs CUDA)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check the harness")
+    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
+    parser.add_argument("--rounds", type=int, default=3, help="CPU: interleaved rounds")
+    parser.add_argument("--min-run-time", type=float, default=0.5, help="CPU: s per round")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="GPU: time budget in s")
+    args = parser.parse_args(argv)
+    return run_gpu(args) if args.gpu else run_cpu(args)
+
+
+def run_cpu(args) -> int:
+    device = torch.device("cpu")
+    prov = provenance(device)
+    print(
+        f"CPU suite on {prov['device']}: {prov['threads']} threads, torch {prov['torch']}, "
+        f"{prov['date']}, load average {prov['load_1min']}"
+    )
+    shapes = cpu.QUICK_SHAPES if args.quick else cpu.SHAPES
+    tiled_case = cpu.QUICK_TILED_CASE if args.quick else cpu.TILED_CASE
+    rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
+    start = time.monotonic()
+    module_rows = cpu.run_modules(shapes, rounds=rounds, min_run_time=min_run_time)
+    tiled_rows = cpu.run_tiled(tiled_case, rounds=rounds, min_run_time=min_run_time)
+    elapsed = time.monotonic() - start
+
+    matmul = [r["matmul_gflops"] for r in module_rows]
+    text = [
+        f"# CPU benchmark, {prov['date']}",
+        "",
+        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
+        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
+        f"Medians of {rounds} interleaved rounds; {elapsed:.0f} s in all; 1-minute load "
+        f"average {prov['load_1min']} when the run started.",
+        "",
+        "## Multi-head attention modules",
+        "",
+        f"Square fp32 matmul ({cpu.MATMUL_N}^3), timed in the same rounds as each row: "
+        f"{min(matmul):.0f} to {max(matmul):.0f} GFLOP/s. FLOPs: 8 N L E^2 for the projections "
+        "plus 4 N H L S D for attention; a training step counts 3 forward passes. "
+        "`of matmul` = the module's GFLOP/s / the matmul's in the same rounds.",
+        "",
+        table(module_rows, cpu.MODULE_COLUMNS, markdown=True),
+        "",
+        "## tiled_attention",
+        "",
+        f"Extra peak memory: {METHOD}.",
+        "",
+        table(tiled_rows, cpu.TILED_COLUMNS, markdown=True),
+        "",
+        "## Goals",
+        "",
+        *(
+            ["(not judged: the goals are about the full sizes, not --quick's)"]
+            if args.quick
+            else [
+                f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
+                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows)
+            ]
+        ),
+    ]
+    print("\n".join(text[2:]))
+    if not args.quick or args.out:
+        writer = CsvWriter(results_path("cpu", args.out), cpu.FIELDS, prov)
+        for row in module_rows + tiled_rows:
+            writer.write(row)
+        csv_path = writer.close()
+        md_path = csv_path.with_suffix(".md")
+        md_path.write_text("\n".join(text) + "\n")
+        print(f"\nwrote {csv_path} and {md_path}")
+    return 0
+
+
+def run_gpu(args) -> int:
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif args.quick:
+        device = torch.device("cpu")
+        print("no CUDA device: the GPU suite's loops run on the CPU at tiny sizes (a dry run)")
+    else:
+        print(
+            f"The GPU suite needs a CUDA device, and this torch ({torch.__version__}) sees none.\n"
+            "Run `python -m benchmarks` for the CPU suite, or `python -m benchmarks --gpu "
+            "--quick` to check the GPU suite's code on the CPU.",
+            file=sys.stderr,
+        )
+        return 2
+    prov = provenance(device)
+    print(f"GPU suite on {prov['device']}: torch {prov['torch']}, CUDA {prov['cuda']}")
+    # Rows are written as they come, so a run cut short keeps what it measured.
+    out = args.out or (Path(tempfile.gettempdir()) if args.quick else None)
+    path = results_path("gpu" if device.type == "cuda" else "gpu-dry-run", out)
+    writer = CsvWriter(path, gpu.FIELDS, prov)
+    rows = []
+
+    def write(row):
+        rows.append(row)
+        writer.write(row)
+
+    gpu.run_gpu(device, budget_s=args.budget_s, quick=args.quick, write=write)
+    writer.close()
+    shown = [r for r in rows if r.get("status") == "ok" and gpu.summarised(r)]
+    print(table(shown, gpu.SUMMARY_COLUMNS))
+    statuses = sorted({r["status"] for r in rows})
+    print(", ".join(f"{s}: {sum(r['status'] == s for r in rows)}" for s in statuses) + " rows")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

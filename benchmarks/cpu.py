@@ -1,0 +1,236 @@
+"""The CPU suite: four multi-head attention modules, the matmul roof, and tiled attention.
+
+1. Modules, for each (N, L, E, H): the textbook module (:mod:`benchmarks.textbook`),
+   :class:`attention.MultiHeadAttention`, :class:`attention.FusedMultiHeadAttention`
+   (``need_weights=False``) and ``nn.MultiheadAttention(need_weights=False)``, all holding the
+   same weights, for inference (``eval()`` under ``torch.inference_mode()``) and for a training
+   step (``train()``, forward and backward to the input and every parameter). A square fp32
+   matmul is timed in the same rounds, so each module's GFLOP/s reads as a fraction of what this
+   machine's matmul reaches under the same load.
+2. :func:`attention.tiled_attention` against ``F.scaled_dot_product_attention``: time in the same
+   rounds, and the extra peak memory of each path measured in a fresh process
+   (:mod:`benchmarks.memory`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+import attention
+
+from .memory import peak_extra_bytes
+from .paths import attention_path, qkv
+from .textbook import TextbookMultiHeadAttention
+from .timing import attention_flops, interleaved, matmul_case, mha_flops
+
+SHAPES = [(4, 128, 512, 8), (4, 512, 512, 8), (2, 2048, 512, 8)]  # (N, L, E, H)
+TILED_CASE = (1, 8, 4096, 4096, 64)  # (N, H, L, S, D)
+QUICK_SHAPES = [(2, 32, 64, 4)]
+QUICK_TILED_CASE = (1, 2, 256, 256, 16)
+TORCH = "nn.MultiheadAttention"
+FUSED = "FusedMultiHeadAttention"
+MATMUL_N = 2048
+
+
+def modules(E: int, H: int) -> dict[str, tuple[nn.Module, Callable]]:
+    """The four modules with nn.MultiheadAttention's weights, and how each is called."""
+    torch_mha = nn.MultiheadAttention(E, H, batch_first=True)
+    return {
+        "textbook": (TextbookMultiHeadAttention.from_torch(torch_mha), lambda m, x: m(x)),
+        "MultiHeadAttention": (
+            attention.MultiHeadAttention.from_torch(torch_mha),
+            lambda m, x: m(x, need_weights=False)[0],
+        ),
+        FUSED: (
+            attention.FusedMultiHeadAttention.from_torch(torch_mha),
+            lambda m, x: m(x, need_weights=False)[0],
+        ),
+        TORCH: (torch_mha, lambda m, x: m(x, x, x, need_weights=False)[0]),
+    }
+
+
+def module_cases(N: int, L: int, E: int, H: int, mode: str) -> dict[str, Callable]:
+    """One zero-argument callable per module: an inference call or a training step."""
+    x = torch.randn(N, L, E)  # (N, L, E)
+    mods = modules(E, H)
+    with torch.no_grad():  # every module computes the same function before it is timed
+        expected = mods[TORCH][1](mods[TORCH][0].eval(), x)
+        for m, call in mods.values():
+            torch.testing.assert_close(call(m.eval(), x), expected, atol=1e-4, rtol=1e-4)
+
+    cases = {}
+    for name, (m, call) in mods.items():
+        if mode == "inference":
+            m.eval()
+
+            def run(m=m, call=call):
+                with torch.inference_mode():
+                    return call(m, x)
+
+        else:
+            m.train()  # dropout is 0: train() changes the code path, not the result
+            xg = x.clone().requires_grad_()
+            inputs = [xg, *m.parameters()]
+            grad = torch.randn_like(x)
+
+            def run(m=m, call=call, xg=xg, inputs=inputs, grad=grad):
+                return torch.autograd.grad(call(m, xg), inputs, grad)
+
+        cases[name] = run
+    return cases
+
+
+def run_modules(shapes, *, rounds: int, min_run_time: float, log=print) -> list[dict]:
+    """Time the four modules and the matmul for every shape and mode; one row per module."""
+    matmul, matmul_flops = matmul_case(MATMUL_N)
+    rows = []
+    for N, L, E, H in shapes:
+        for mode in ("inference", "training"):
+            torch.manual_seed(0)
+            cases = {**module_cases(N, L, E, H, mode), "matmul": matmul}
+            timings = interleaved(cases, rounds=rounds, min_run_time=min_run_time)
+            roof = matmul_flops / timings.pop("matmul").median / 1e9  # GFLOP/s
+            flops = mha_flops(N, L, L, E, H, training=mode == "training")
+            for name, t in timings.items():
+                gflops = flops / t.median / 1e9
+                rows.append(
+                    {
+                        "suite": "module",
+                        "case": f"N={N} L={L} E={E} H={H}",
+                        "impl": name,
+                        "mode": mode,
+                        "dtype": "float32",
+                        **dict(N=N, L=L, S=L, E=E, H=H, D=E // H),
+                        "median_ms": t.median * 1e3,
+                        "iqr_ms": t.iqr * 1e3,
+                        "runs": t.runs,
+                        "gflop": flops / 1e9,
+                        "gflops": gflops,
+                        "matmul_gflops": roof,
+                        "frac_matmul": gflops / roof,
+                        "ratio_to_torch": t.median / timings[TORCH].median,
+                    }
+                )
+            log(f"  timed N={N} L={L} E={E} H={H} {mode}")
+    return rows
+
+
+def run_tiled(case, *, rounds: int, min_run_time: float, log=print) -> list[dict]:
+    """Time tiled_attention against SDPA (and the reference), then measure each one's memory."""
+    N, H, L, S, D = case
+    q, k, v = qkv(N, H, L, S, D)
+    names = ("sdpa", "tiled", "reference")
+    paths = {name: attention_path(name) for name in names}
+    with torch.inference_mode():
+        expected = paths["sdpa"](q, k, v)
+        torch.testing.assert_close(paths["tiled"](q, k, v), expected, atol=1e-5, rtol=1e-4)
+
+        def call(fn):
+            return lambda: fn(q, k, v)
+
+        timings = interleaved(
+            {n: call(f) for n, f in paths.items()}, rounds=rounds, min_run_time=min_run_time
+        )
+    log(f"  timed N={N} H={H} L={L} S={S} D={D}")
+    flops = attention_flops(N, H, L, S, D)
+    memory = {n: peak_extra_bytes(n, N, H, L, S, D) for n in ("sdpa", "math", "reference", "tiled")}
+    log("  measured peak memory")
+    rows = []
+    for name in ("sdpa", "math", "reference", "tiled"):
+        t = timings.get(name)
+        rows.append(
+            {
+                "suite": "tiled",
+                "case": f"N={N} H={H} L={L} S={S} D={D}",
+                "impl": name,
+                "mode": "inference",
+                "dtype": "float32",
+                **dict(N=N, L=L, S=S, E=H * D, H=H, D=D),
+                "median_ms": t and t.median * 1e3,
+                "iqr_ms": t and t.iqr * 1e3,
+                "runs": t and t.runs,
+                "gflop": flops / 1e9,
+                "gflops": t and flops / t.median / 1e9,
+                "ratio_to_sdpa": t and t.median / timings["sdpa"].median,
+                "peak_extra_mib": memory[name] / 2**20,
+                "memory_vs_reference": memory[name] / memory["reference"],
+            }
+        )
+    return rows
+
+
+MODULE_COLUMNS = [
+    ("case", "case"),
+    ("mode", "mode"),
+    ("impl", "module"),
+    ("median_ms", "ms"),
+    ("iqr_ms", "IQR ms"),
+    ("gflops", "GFLOP/s"),
+    ("frac_matmul", "of matmul"),
+    ("ratio_to_torch", "time / nn.MHA"),
+]
+TILED_COLUMNS = [
+    ("case", "case"),
+    ("impl", "path"),
+    ("median_ms", "ms"),
+    ("gflops", "GFLOP/s"),
+    ("ratio_to_sdpa", "time / sdpa"),
+    ("peak_extra_mib", "extra peak MiB"),
+    ("memory_vs_reference", "memory / reference"),
+]
+FIELDS = [
+    "suite",
+    "case",
+    "impl",
+    "mode",
+    "dtype",
+    *"NLSEHD",
+    "median_ms",
+    "iqr_ms",
+    "runs",
+    "gflop",
+    "gflops",
+    "matmul_gflops",
+    "frac_matmul",
+    "ratio_to_torch",
+    "ratio_to_sdpa",
+    "peak_extra_mib",
+    "memory_vs_reference",
+]
+
+
+def goals(module_rows: list[dict], tiled_rows: list[dict]) -> list[tuple[str, bool, str]]:
+    """The issue's goals, each with whether this run met it and the numbers that decide it."""
+    fused = [r for r in module_rows if r["impl"] == FUSED]
+    worst = max(fused, key=lambda r: r["ratio_to_torch"])
+    longest = max(r["L"] for r in fused)
+    at_longest = [r for r in fused if r["L"] == longest]
+    least = min(at_longest, key=lambda r: r["frac_matmul"])
+    tiled = next(r for r in tiled_rows if r["impl"] == "tiled")
+    return [
+        (
+            f"{FUSED} no slower than {TORCH}, every row",
+            worst["ratio_to_torch"] <= 1.0,
+            f"worst time ratio {worst['ratio_to_torch']:.2f} ({worst['case']}, {worst['mode']})",
+        ),
+        (
+            f"{FUSED} at L={longest}: at least 70% of the matmul GFLOP/s",
+            least["frac_matmul"] >= 0.7,
+            f"lowest {least['frac_matmul']:.0%} ({least['mode']}: {least['gflops']:.0f} of "
+            f"{least['matmul_gflops']:.0f} GFLOP/s)",
+        ),
+        (
+            "tiled_attention at most 1.5x the time of F.scaled_dot_product_attention",
+            tiled["ratio_to_sdpa"] <= 1.5,
+            f"{tiled['ratio_to_sdpa']:.2f}x ({tiled['case']})",
+        ),
+        (
+            "tiled_attention extra peak memory under 15% of the reference path's",
+            tiled["memory_vs_reference"] < 0.15,
+            f"{tiled['memory_vs_reference']:.1%} ({tiled['peak_extra_mib']:.0f} MiB of "
+            f"{tiled['peak_extra_mib'] / tiled['memory_vs_reference']:.0f} MiB)",
+        ),
+    ]

@@ -1,0 +1,322 @@
+"""
+Memory-efficient attention: the online softmax
+==============================================
+
+The reference path of :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` computes every score
+of every query against every key, an :math:`(L, S)` matrix per head, before the softmax. That
+matrix grows as the square of the sequence length, and long before the arithmetic becomes slow
+it no longer fits in memory. The fused kernels behind ``F.scaled_dot_product_attention`` avoid
+it with one idea: the softmax can be computed a block of keys at a time, with a running maximum
+and a running sum, so the matrix never exists.
+
+This page works through that *online softmax* on one row with every number printed, reads
+:func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch, checks it
+against the reference, and measures peak memory and time against the sequence length. It
+assumes the scaled dot-product formula; timing is explained in
+:ref:`sphx_glr_tutorials_11_performance.py`.
+"""
+
+# %%
+# A matrix that grows as L squared
+# --------------------------------
+#
+# With 8 heads in float32, the scores of one sequence take :math:`8 \cdot L^2 \cdot 4` bytes,
+# and the softmax makes a second matrix of the same size:
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print(f"torch {torch.__version__} on {device}")
+
+for L in (1024, 4096, 16384, 65536):
+    print(f"L = {L:>5}: scores of 8 heads take {8 * L * L * 4 / 2**30:7.2f} GiB")
+
+# %%
+# Softmax one block at a time
+# ---------------------------
+#
+# Take a single query's row of scores :math:`s_1, \dots, s_S` and one number per key as its
+# value. Attention returns :math:`\sum_j w_j v_j` with
+# :math:`w_j = e^{s_j - m} / \sum_k e^{s_k - m}`, where subtracting the row's maximum :math:`m`
+# changes nothing mathematically and keeps ``exp`` from overflowing.
+#
+# The maximum seems to need the whole row first. It does not. Read the keys in blocks and keep
+# three running numbers: the largest score seen so far ``m``, the sum ``l`` of
+# :math:`e^{s_j - m}` over the keys seen so far, and the weighted sum ``acc`` of
+# :math:`e^{s_j - m} v_j`. When a block raises the maximum from ``m`` to ``m_new``, everything
+# accumulated so far was measured against the old maximum; multiplying it by
+# :math:`\alpha = e^{m - m_\text{new}}` puts it against the new one. After each block,
+# ``acc / l`` is attention over the keys seen so far; after the last block, over all of them.
+
+scores = torch.tensor([0.5, 1.0, -0.3, 2.5, 0.1, -1.2, 3.0, 0.7], dtype=torch.float64)
+values = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], dtype=torch.float64)
+block = 3  # keys per block: 3 + 3 + 2
+
+running_max = torch.tensor(float("-inf"), dtype=torch.float64)  # m
+running_sum = torch.tensor(0.0, dtype=torch.float64)  # l
+running_acc = torch.tensor(0.0, dtype=torch.float64)  # acc
+alphas = []
+print("block  scores               max m   alpha   sum l     acc   acc / l")
+for start in range(0, len(scores), block):
+    s, v = scores[start : start + block], values[start : start + block]
+    new_max = torch.maximum(running_max, s.max())
+    alpha = torch.exp(running_max - new_max)  # rescales what came before
+    p = torch.exp(s - new_max)
+    running_sum = alpha * running_sum + p.sum()
+    running_acc = alpha * running_acc + (p * v).sum()
+    running_max = new_max
+    alphas.append(alpha.item())
+    shown = " ".join(f"{x:4.1f}" for x in s)
+    print(
+        f"{start // block:>5}  {shown:<19}  {running_max:5.2f}  {alpha:6.3f}  {running_sum:6.3f}"
+        f"  {running_acc:6.3f}  {running_acc / running_sum:7.4f}"
+    )
+
+online = running_acc / running_sum
+reference = torch.softmax(scores, dim=0) @ values
+print(f"online: {online:.12f}   softmax over the whole row: {reference:.12f}")
+assert torch.allclose(online, reference, rtol=0, atol=1e-12)
+assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1  # the maximum grew twice
+
+# %%
+# Before the first block nothing has been accumulated, so its :math:`\alpha` is 0. The second
+# block holds a larger score than the first, so the sum and the weighted sum carried over are
+# multiplied by the :math:`\alpha` printed on its line, below 1, before the new terms are added;
+# the third block raises the maximum again. The final ``acc / l`` equals the softmax-weighted
+# average computed from the whole row, to the last digit printed. Nothing but three numbers per
+# query was carried from one block to the next.
+#
+# From one row to whole tensors
+# -----------------------------
+#
+# :func:`attention.tiled_attention` runs the same loop for all queries and heads at once: ``m``,
+# ``l`` and ``acc`` become tensors with one row per query, and each block's scores are a small
+# matrix product. The queries are also taken a group of rows at a time, so that one tile of
+# scores stays in the processor's cache, and with ``causal=True`` the blocks that lie entirely
+# in a query's future are never computed:
+#
+# .. literalinclude:: ../../attention/functional.py
+#    :language: python
+#    :pyobject: tiled_attention
+#    :start-at: L, S = query.shape
+#    :dedent: 4
+#
+# (Before these lines the function checks its arguments.)
+#
+# Two details go beyond the single row. A causal block that crosses the diagonal fills its
+# masked scores with the most negative number and zeroes their ``exp`` afterwards, so a query
+# that has not yet seen an allowed key adds nothing. And the running maximum is detached from
+# autograd: the output does not depend on it, so its gradient is zero anyway, and detaching it
+# lets the scores be overwritten in place.
+#
+# Exactly the reference
+# ---------------------
+#
+# In float64 the tiled path and the reference agree to rounding, with and without a causal mask,
+# for query and key lengths that the blocks do not divide:
+
+from attention import causal_mask, scaled_dot_product_attention, tiled_attention
+
+torch.manual_seed(0)
+for L, S, causal in [(300, 300, False), (300, 300, True), (200, 450, True), (450, 200, True)]:
+    q = torch.randn(2, 4, L, 32, dtype=torch.float64, device=device)  # (N, H, L, D)
+    k = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
+    v = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
+    mask = causal_mask(L, S, device=device) if causal else None
+    expected, _ = scaled_dot_product_attention(q, k, v, mask)
+    out = tiled_attention(q, k, v, causal=causal, block_size=64)
+    error = (out - expected).abs().max().item()
+    print(f"L={L} S={S} causal={causal!s:>5}: largest difference {error:.1e}")
+    assert error < 1e-10
+
+# %%
+# Peak memory against the sequence length
+# ---------------------------------------
+#
+# How much memory does one call need beyond its inputs? On a GPU, PyTorch's allocator keeps the
+# peak (``torch.cuda.max_memory_allocated``). On the CPU it keeps no statistics, so the
+# measurement asks the operating system: Linux records the peak resident memory of a process
+# (``VmHWM`` in ``/proc/self/status``) and lets the process reset it (writing ``5`` to
+# ``/proc/self/clear_refs``). The peak during the call minus the resident memory just before it
+# is every byte the call touched. ``malloc_trim`` first hands memory freed by earlier steps
+# back to the system, so that reused memory is counted too. Elsewhere the measurement is
+# skipped.
+
+import ctypes
+import re
+from pathlib import Path
+
+
+def _resident(field):
+    """A memory figure of this process from /proc/self/status, in bytes."""
+    text = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1)) * 1024
+
+
+def peak_memory_mib(fn, *args):
+    """Extra peak memory of ``fn(*args)`` in MiB, or None where it cannot be measured."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn(*args)
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # return freed heap memory to the system
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current size
+    except (OSError, AttributeError):
+        return None  # not Linux with glibc
+    before = _resident("VmRSS")
+    fn(*args)
+    return (_resident("VmHWM") - before) / 2**20
+
+
+# %%
+# Three paths, on one sequence with 4 heads of dimension 64, for lengths from 256 to 4096: the
+# reference, the tiled path (blocks of 512 keys) and PyTorch's own fused kernel,
+# ``F.scaled_dot_product_attention`` ("fused" in the tables).
+
+import torch.nn.functional as F
+
+paths = {
+    "reference": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
+    "tiled": lambda q, k, v: tiled_attention(q, k, v),
+    "fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+}
+lengths = [256, 512, 1024, 2048, 4096]
+H, D = 4, 64
+
+
+def inputs(L):
+    g = torch.Generator(device=device).manual_seed(L)
+    return [torch.randn(1, H, L, D, device=device, generator=g) for _ in range(3)]  # (N, H, L, D)
+
+
+threads = torch.get_num_threads()
+# Memory does not depend on the number of threads, and with one thread the tiled loop's many
+# small steps never wait for each other when other programs share the cores.
+torch.set_num_threads(1)
+with torch.no_grad():
+    for fn in paths.values():
+        fn(*inputs(64))  # the first call of each path sets up libraries: not counted
+    memory = {
+        name: [peak_memory_mib(fn, *inputs(L)) for L in lengths] for name, fn in paths.items()
+    }
+torch.set_num_threads(threads)
+
+measured = memory["reference"][0] is not None
+if measured:
+    print(f"extra peak memory in MiB on {device} (float32, N = 1, H = {H}, D = {D})")
+    print("    L   scores  " + "  ".join(f"{name:>9}" for name in paths))
+    for i, L in enumerate(lengths):
+        scores_mib = H * L * L * 4 / 2**20
+        row = "  ".join(f"{memory[name][i]:9.1f}" for name in paths)
+        print(f"{L:>5}  {scores_mib:7.1f}  {row}")
+    growth = {name: memory[name][-1] / memory[name][-2] for name in paths}
+    print(f"from L = {lengths[-2]} to {lengths[-1]}, memory grew by a factor of", end="")
+    print(",".join(f" {factor:.1f} ({name})" for name, factor in growth.items()))
+else:
+    print("peak memory needs Linux or a CUDA GPU; not measured here")
+
+# %%
+# The ``scores`` column is the size of one (H, L, L) matrix of scores. The reference needs
+# about twice that (the scores, then the weights), so its memory grows fourfold each time L
+# doubles (the last line above). The tiled path needs the output, which grows with L, and one
+# tile of scores, which does not; so does torch's kernel, the same idea written in C++.
+
+# sphinx_gallery_start_ignore
+if measured:
+    scores_last = H * lengths[-1] ** 2 * 4 / 2**20
+    assert 1.5 * scores_last < memory["reference"][-1] < 3 * scores_last  # scores and weights
+    assert 3 < growth["reference"] < 5  # quadratic: 4x per doubling
+    assert growth["tiled"] < 2.5 and growth["fused"] < 2.5  # linear
+    assert memory["tiled"][-1] < 0.15 * memory["reference"][-1]
+# sphinx_gallery_end_ignore
+
+import matplotlib.pyplot as plt
+
+if measured:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    for name, marker in zip(paths, "osd", strict=True):
+        ax.plot(lengths, memory[name], marker=marker, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(L) for L in lengths])
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length L = S")
+    ax.set_ylabel("extra peak memory (MiB)")
+    ax.set_title(f"Peak memory of one attention call ({device}, H = {H}, float32)")
+    ax.legend()
+
+# %%
+# On logarithmic axes a power of L is a straight line whose slope is the exponent: the
+# reference's line is about twice as steep as the block-wise ones, and at the longest length it
+# sits far above them (the table gives the numbers).
+#
+# Time against the sequence length
+# --------------------------------
+#
+# Keeping memory small must not cost much time. The tiled path does the same matrix products
+# as the reference and a few more elementwise passes, in a Python loop over tiles; the fused
+# kernel does the same work in compiled code. The times below are medians of repeated calls,
+# measured with ``torch.utils.benchmark`` (on a GPU it synchronises around each measurement).
+
+from torch.utils import benchmark
+
+
+def median_ms(fn, *args):
+    """Median time of ``fn(*args)`` in milliseconds, over at least 0.2 s of calls."""
+    timer = benchmark.Timer("fn(*args)", globals={"fn": fn, "args": args})
+    return timer.blocked_autorange(min_run_time=0.2).median * 1e3
+
+
+timing_lengths = [256, 512, 1024, 2048]
+with torch.no_grad():
+    times = {
+        name: [median_ms(fn, *inputs(L)) for L in timing_lengths] for name, fn in paths.items()
+    }
+
+print(f"median time in ms on {device}, float32, torch {torch.__version__}")
+print("    L  " + "  ".join(f"{name:>9}" for name in paths) + "  tiled / fused")
+for i, L in enumerate(timing_lengths):
+    row = "  ".join(f"{times[name][i]:9.2f}" for name in paths)
+    ratio = times["tiled"][i] / times["fused"][i]
+    print(f"{L:>5}  {row}  {ratio:13.2f}")
+
+fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+for name, marker in zip(paths, "osd", strict=True):
+    ax.plot(timing_lengths, times[name], marker=marker, label=name)
+ax.set_xscale("log", base=2)
+ax.set_xticks(timing_lengths, [str(L) for L in timing_lengths])
+ax.set_yscale("log")
+ax.set_xlabel("sequence length L = S")
+ax.set_ylabel("median time per call (ms)")
+ax.set_title(f"Time of one attention call ({device}, H = {H}, float32)")
+_ = ax.legend()
+
+# %%
+# The three paths do the same :math:`O(L^2)` work; they differ in memory and in how fast each
+# operation runs. The last column compares the Python loop with PyTorch's compiled kernel on
+# this machine, in this run. ``torch.utils.benchmark``'s ``Timer`` runs single-threaded unless
+# told otherwise, so the figure compares the code, not how it shares the cores; the benchmark
+# harness (``make bench``) times the same comparison with every core.
+#
+# What to remember
+# ----------------
+#
+# - Softmax does not need the whole row at once: a running maximum, a running sum and a
+#   rescaling factor :math:`e^{m_\text{old} - m_\text{new}}` give exactly the same result, one
+#   block of keys at a time.
+# - Attention computed that way never holds the :math:`(L, S)` scores: its extra memory grows
+#   with L (the output) instead of :math:`L^2`, for the same number of operations.
+# - This is the idea inside the fused kernels (FlashAttention and its CPU counterpart) that
+#   ``F.scaled_dot_product_attention`` runs; :func:`attention.tiled_attention` shows it in
+#   plain PyTorch, exact against :func:`attention.scaled_dot_product_attention`.
+#
+# API used on this page: :func:`attention.tiled_attention`,
+# :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.
+#
+# This is the last page. Start again from the idea of attention in
+# :ref:`sphx_glr_tutorials_01_qkv_analogy.py`, or browse the :ref:`api` reference.
+
+# sphinx_gallery_thumbnail_number = 1
