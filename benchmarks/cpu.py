@@ -24,7 +24,7 @@ import attention
 from .memory import peak_extra_bytes
 from .paths import attention_path, qkv
 from .textbook import TextbookMultiHeadAttention
-from .timing import attention_flops, interleaved, matmul_case, mha_flops
+from .timing import attention_flops, interleaved, matmul_case, mha_flops, module_step
 
 SHAPES = [(4, 128, 512, 8), (4, 512, 512, 8), (2, 2048, 512, 8)]  # (N, L, E, H)
 TILED_CASE = (1, 8, 4096, 4096, 64)  # (N, H, L, S, D)
@@ -61,26 +61,7 @@ def module_cases(N: int, L: int, E: int, H: int, mode: str) -> dict[str, Callabl
         for m, call in mods.values():
             torch.testing.assert_close(call(m.eval(), x), expected, atol=1e-4, rtol=1e-4)
 
-    cases = {}
-    for name, (m, call) in mods.items():
-        if mode == "inference":
-            m.eval()
-
-            def run(m=m, call=call):
-                with torch.inference_mode():
-                    return call(m, x)
-
-        else:
-            m.train()  # dropout is 0: train() changes the code path, not the result
-            xg = x.clone().requires_grad_()
-            inputs = [xg, *m.parameters()]
-            grad = torch.randn_like(x)
-
-            def run(m=m, call=call, xg=xg, inputs=inputs, grad=grad):
-                return torch.autograd.grad(call(m, xg), inputs, grad)
-
-        cases[name] = run
-    return cases
+    return {name: module_step(m, call, x, mode) for name, (m, call) in mods.items()}
 
 
 def run_modules(shapes, *, rounds: int, min_run_time: float, log=print) -> list[dict]:

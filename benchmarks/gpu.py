@@ -32,7 +32,15 @@ import torch
 
 from .cpu import modules
 from .paths import attention_path, qkv
-from .timing import Timing, attention_flops, cuda_times, matmul_case, mha_flops, summarise
+from .timing import (
+    Timing,
+    attention_flops,
+    cuda_times,
+    matmul_case,
+    mha_flops,
+    module_step,
+    summarise,
+)
 
 DTYPES = ("bfloat16", "float16")
 HEAD_DIMS = (64, 128)
@@ -239,19 +247,4 @@ def module_case(runner, N, L, E, H, mode, roof) -> None:
             **dict(N=N, L=L, S=L, E=E, H=H, D=E // H),
             "causal": False,
         }
-        if mode == "inference":
-            m.eval()
-
-            def fn(m=m, call=call):
-                with torch.inference_mode():
-                    return call(m, x)
-
-        else:
-            m.train()
-            xg = x.clone().requires_grad_()
-            inputs, grad = [xg, *m.parameters()], torch.randn_like(x)
-
-            def fn(m=m, call=call, xg=xg, inputs=inputs, grad=grad):
-                return torch.autograd.grad(call(m, xg), inputs, grad)
-
-        runner.measure(row, fn, flops, roof)
+        runner.measure(row, module_step(m, call, x, mode), flops, roof)

@@ -93,3 +93,20 @@ def matmul_case(n: int = 2048, *, device=None, dtype=torch.float32):
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     return (lambda: a @ b), 2 * n**3
+
+
+def module_step(m: torch.nn.Module, call: Callable, x: torch.Tensor, mode: str) -> Callable:
+    """A function of no arguments that runs ``call(m, x)`` once: an inference pass, or for
+    ``mode="training"`` a forward and backward pass to the input and every parameter."""
+    if mode == "inference":
+        m.eval()
+
+        def step():
+            with torch.inference_mode():
+                return call(m, x)
+
+        return step
+    m.train()  # dropout is 0: train() changes the code path, not the result
+    xg = x.clone().requires_grad_()
+    inputs, grad = [xg, *m.parameters()], torch.randn_like(x)
+    return lambda: torch.autograd.grad(call(m, xg), inputs, grad)
