@@ -60,6 +60,8 @@ def build_site_copy(tmp_path: Path, scripts: dict[str, str], pattern: str):
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     # TMPDIR: Sphinx saves the traceback of a failed build in a file there.
     env.update(ATTENTION_GALLERY_PATTERN=pattern, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    # Plain text to search: Sphinx colours its messages when CI=true, splitting them with escapes.
+    env["NO_COLOR"] = "1"
     env.pop("ATTENTION_RUN_STALE", None)
     cmd = ["make", "-C", str(site), "-o", str(venv / ".installed"), "html", f"VENV={venv}"]
     proc = subprocess.run(
