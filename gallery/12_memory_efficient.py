@@ -236,17 +236,28 @@ if measured:
 
 import matplotlib.pyplot as plt
 
-if measured:
+
+def plot_against_length(lengths, values, ylabel, title):
+    """One line per path: ``values[name]`` against the sequence length, on log-log axes."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     for name, marker in zip(paths, "osd", strict=True):
-        ax.plot(lengths, memory[name], marker=marker, label=name)
+        ax.plot(lengths, values[name], marker=marker, label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(L) for L in lengths])
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L = S")
-    ax.set_ylabel("extra peak memory (MiB)")
-    ax.set_title(f"Peak memory of one attention call ({device}, H = {H}, float32)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend()
+
+
+if measured:
+    plot_against_length(
+        lengths,
+        memory,
+        "extra peak memory (MiB)",
+        f"Peak memory of one attention call ({device}, H = {H}, float32)",
+    )
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
@@ -283,16 +294,12 @@ for i, L in enumerate(timing_lengths):
     ratio = times["tiled"][i] / times["fused"][i]
     print(f"{L:>5}  {row}  {ratio:13.2f}")
 
-fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-for name, marker in zip(paths, "osd", strict=True):
-    ax.plot(timing_lengths, times[name], marker=marker, label=name)
-ax.set_xscale("log", base=2)
-ax.set_xticks(timing_lengths, [str(L) for L in timing_lengths])
-ax.set_yscale("log")
-ax.set_xlabel("sequence length L = S")
-ax.set_ylabel("median time per call (ms)")
-ax.set_title(f"Time of one attention call ({device}, H = {H}, float32)")
-_ = ax.legend()
+plot_against_length(
+    timing_lengths,
+    times,
+    "median time per call (ms)",
+    f"Time of one attention call ({device}, H = {H}, float32)",
+)
 
 # %%
 # The three paths do the same :math:`O(L^2)` work; they differ in memory and in how fast each
