@@ -32,14 +32,11 @@ def reset_seeds(gallery_conf, fname):
     sphinx-gallery calls this before every script (``reset_modules``); the scripts run in one
     process, so without it a page's numbers would depend on the pages that ran before it.
     """
-    random.seed(0)
-    try:
-        import numpy as np
-    except ImportError:  # numpy is optional for the package, not for the site
-        np = None
-    if np is not None:
-        np.random.seed(0)
+    import numpy as np
     import torch
+
+    random.seed(0)
+    np.random.seed(0)
 
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float32)
