@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true", help="run the GPU suite (needs CUDA)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the harness")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
-    parser.add_argument("--rounds", type=int, default=3, help="CPU: interleaved rounds")
-    parser.add_argument("--min-run-time", type=float, default=0.5, help="CPU: s per round")
+    parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
+    parser.add_argument("--min-run-time", type=float, default=0.2, help="CPU: s per round")
     parser.add_argument("--budget-s", type=float, default=420.0, help="GPU: time budget in s")
     args = parser.parse_args(argv)
     return run_gpu(args) if args.gpu else run_cpu(args)
@@ -70,7 +70,9 @@ def run_cpu(args) -> int:
         f"Square fp32 matmul ({cpu.MATMUL_N}^3), timed in the same rounds as each row: "
         f"{min(matmul):.0f} to {max(matmul):.0f} GFLOP/s. FLOPs: 8 N L E^2 for the projections "
         "plus 4 N H L S D for attention; a training step counts 3 forward passes. "
-        "`of matmul` = the module's GFLOP/s / the matmul's in the same rounds.",
+        "`of matmul`: the module's GFLOP/s over the matmul's in the same round, median over the "
+        "rounds. `per round`: the lowest and highest time ratio to nn.MHA over the rounds; a "
+        "range on one side of 1 is a real difference, one that straddles 1 is noise.",
         "",
         table(module_rows, cpu.MODULE_COLUMNS, markdown=True),
         "",

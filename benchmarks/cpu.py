@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 import torch
@@ -24,7 +25,14 @@ import attention
 from .memory import peak_extra_bytes
 from .paths import attention_path, qkv
 from .textbook import TextbookMultiHeadAttention
-from .timing import attention_flops, interleaved, matmul_case, mha_flops, module_step
+from .timing import (
+    attention_flops,
+    interleaved,
+    matmul_case,
+    mha_flops,
+    module_step,
+    round_ratios,
+)
 
 SHAPES = [(4, 128, 512, 8), (4, 512, 512, 8), (2, 2048, 512, 8)]  # (N, L, E, H)
 TILED_CASE = (1, 8, 4096, 4096, 64)  # (N, H, L, S, D)
@@ -73,10 +81,14 @@ def run_modules(shapes, *, rounds: int, min_run_time: float, log=print) -> list[
             torch.manual_seed(0)
             cases = {**module_cases(N, L, E, H, mode), "matmul": matmul}
             timings = interleaved(cases, rounds=rounds, min_run_time=min_run_time)
-            roof = matmul_flops / timings.pop("matmul").median / 1e9  # GFLOP/s
+            matmul_time = timings.pop("matmul")
+            roof = matmul_flops / matmul_time.median / 1e9  # GFLOP/s
             flops = mha_flops(N, L, L, E, H, training=mode == "training")
             for name, t in timings.items():
                 gflops = flops / t.median / 1e9
+                to_torch = round_ratios(t, timings[TORCH])
+                # Per round, (flops / t) / (matmul_flops / matmul time), then the median.
+                to_matmul = statistics.median(round_ratios(t, matmul_time))
                 rows.append(
                     {
                         "suite": "module",
@@ -91,8 +103,10 @@ def run_modules(shapes, *, rounds: int, min_run_time: float, log=print) -> list[
                         "gflop": flops / 1e9,
                         "gflops": gflops,
                         "matmul_gflops": roof,
-                        "frac_matmul": gflops / roof,
+                        "frac_matmul": flops / matmul_flops / to_matmul,
                         "ratio_to_torch": t.median / timings[TORCH].median,
+                        "ratio_round_min": min(to_torch),
+                        "ratio_round_max": max(to_torch),
                     }
                 )
             log(f"  timed N={N} L={L} E={E} H={H} {mode}")
@@ -143,6 +157,11 @@ def run_tiled(case, *, rounds: int, min_run_time: float, log=print) -> list[dict
     return rows
 
 
+def per_round(row: dict) -> str:
+    """The lowest and highest per-round time ratio to nn.MultiheadAttention, as ``lo-hi``."""
+    return f"{row['ratio_round_min']:.2f}-{row['ratio_round_max']:.2f}"
+
+
 MODULE_COLUMNS = [
     ("case", "case"),
     ("mode", "mode"),
@@ -152,6 +171,7 @@ MODULE_COLUMNS = [
     ("gflops", "GFLOP/s"),
     ("frac_matmul", "of matmul"),
     ("ratio_to_torch", "time / nn.MHA"),
+    (per_round, "per round"),
 ]
 TILED_COLUMNS = [
     ("case", "case"),
@@ -177,10 +197,23 @@ FIELDS = [
     "matmul_gflops",
     "frac_matmul",
     "ratio_to_torch",
+    "ratio_round_min",
+    "ratio_round_max",
     "ratio_to_sdpa",
     "peak_extra_mib",
     "memory_vs_reference",
 ]
+
+
+def recomputed(row: dict) -> str:
+    """For a training row: its fraction of the matmul if the backward's recomputation of
+    Q K^T is counted, as FlashAttention-2 counts its kernels' work."""
+    if row["mode"] != "training":
+        return ""
+    N, L, E, H = (row[k] for k in "NLEH")
+    counted = mha_flops(N, L, L, E, H, training=True, recompute=True)
+    frac = row["frac_matmul"] * counted / mha_flops(N, L, L, E, H, training=True)
+    return f" ({frac:.0%} counting the backward's recomputation of Q K^T)"
 
 
 def goals(module_rows: list[dict], tiled_rows: list[dict]) -> list[tuple[str, bool, str]]:
@@ -189,19 +222,18 @@ def goals(module_rows: list[dict], tiled_rows: list[dict]) -> list[tuple[str, bo
     worst = max(fused, key=lambda r: r["ratio_to_torch"])
     longest = max(r["L"] for r in fused)
     at_longest = [r for r in fused if r["L"] == longest]
-    least = min(at_longest, key=lambda r: r["frac_matmul"])
     tiled = next(r for r in tiled_rows if r["impl"] == "tiled")
     return [
         (
             f"{FUSED} no slower than {TORCH}, every row",
             worst["ratio_to_torch"] <= 1.0,
-            f"worst time ratio {worst['ratio_to_torch']:.2f} ({worst['case']}, {worst['mode']})",
+            f"worst time ratio {worst['ratio_to_torch']:.2f}, {per_round(worst)} over the "
+            f"rounds ({worst['case']}, {worst['mode']})",
         ),
         (
             f"{FUSED} at L={longest}: at least 70% of the matmul GFLOP/s",
-            least["frac_matmul"] >= 0.7,
-            f"lowest {least['frac_matmul']:.0%} ({least['mode']}: {least['gflops']:.0f} of "
-            f"{least['matmul_gflops']:.0f} GFLOP/s)",
+            min(r["frac_matmul"] for r in at_longest) >= 0.7,
+            "; ".join(f"{r['mode']} {r['frac_matmul']:.0%}{recomputed(r)}" for r in at_longest),
         ),
         (
             "tiled_attention at most 1.5x the time of F.scaled_dot_product_attention",

@@ -59,9 +59,12 @@ def fmt(value, digits: int = 2) -> str:
     return str(value)
 
 
-def table(rows: list[dict], columns: list[tuple[str, str]], *, markdown: bool = False) -> str:
-    """Rows as a fixed-width text table (or a Markdown table); ``columns`` = (key, header)."""
-    cells = [[fmt(row.get(key)) for key, _ in columns] for row in rows]
+def table(rows: list[dict], columns: list[tuple], *, markdown: bool = False) -> str:
+    """Rows as a fixed-width text table (or a Markdown table); ``columns`` = (key, header),
+    where a key is a row's key or a function of the row that returns the cell's text."""
+    cells = [
+        [fmt(key(row) if callable(key) else row.get(key)) for key, _ in columns] for row in rows
+    ]
     headers = [header for _, header in columns]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
 

@@ -27,11 +27,13 @@ from torch.utils import benchmark
 
 @dataclass
 class Timing:
-    """The runs of one candidate: median and interquartile range in seconds."""
+    """The runs of one candidate: median and interquartile range in seconds, and on the CPU the
+    median of each interleaved round, in the order the rounds ran."""
 
     median: float
     iqr: float
     runs: int
+    round_medians: tuple[float, ...] = ()
 
 
 def interleaved(
@@ -44,11 +46,14 @@ def interleaved(
         for name, fn in cases.items()
     }
     runs: dict[str, list[float]] = {name: [] for name in cases}
+    per_round: dict[str, list[float]] = {name: [] for name in cases}
     names = list(cases)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            runs[name] += timers[name].blocked_autorange(min_run_time=min_run_time).times
-    return {name: summarise(times) for name, times in runs.items()}
+            measurement = timers[name].blocked_autorange(min_run_time=min_run_time)
+            runs[name] += measurement.times
+            per_round[name].append(measurement.median)
+    return {name: summarise(runs[name], per_round[name]) for name in cases}
 
 
 def cuda_times(fn: Callable[[], object], *, warmup: int = 5, reps: int = 20) -> Timing:
@@ -67,12 +72,19 @@ def cuda_times(fn: Callable[[], object], *, warmup: int = 5, reps: int = 20) -> 
     return summarise(seconds)
 
 
-def summarise(times: list[float]) -> Timing:
+def summarise(times: list[float], round_medians: list[float] = ()) -> Timing:
     """Median and interquartile range of per-run times in seconds."""
     if len(times) < 2:
-        return Timing(times[0], 0.0, len(times))
+        return Timing(times[0], 0.0, len(times), tuple(round_medians))
     q1, _, q3 = statistics.quantiles(times, n=4)
-    return Timing(statistics.median(times), q3 - q1, len(times))
+    return Timing(statistics.median(times), q3 - q1, len(times), tuple(round_medians))
+
+
+def round_ratios(candidate: Timing, baseline: Timing) -> list[float]:
+    """The time ratio of ``candidate`` to ``baseline`` in each round of one :func:`interleaved`
+    run. A round times the two within seconds of each other, under much the same load: ratios
+    that stay on one side of 1 show a real difference, ratios that straddle 1 are noise."""
+    return [c / b for c, b in zip(candidate.round_medians, baseline.round_medians, strict=True)]
 
 
 def attention_flops(N: int, H: int, L: int, S: int, D: int, *, causal: bool = False) -> float:
@@ -81,11 +93,19 @@ def attention_flops(N: int, H: int, L: int, S: int, D: int, *, causal: bool = Fa
     return flops / 2 if causal else flops
 
 
-def mha_flops(N: int, L: int, S: int, E: int, H: int, *, training: bool = False) -> float:
-    """FLOPs of a multi-head attention module: projections plus attention; training = 3x."""
+def mha_flops(
+    N: int, L: int, S: int, E: int, H: int, *, training: bool = False, recompute: bool = False
+) -> float:
+    """FLOPs of a multi-head attention module: projections plus attention; training = 3x.
+
+    ``recompute=True`` counts a training step's attention as FlashAttention-2 does for its
+    kernels, whose backward recomputes :math:`QK^\\top`: forward plus 2.5 forwards, not 3x.
+    """
     projections = 2 * N * L * E * E * 2 + 2 * N * S * E * E * 2  # q, out on L rows; k, v on S
-    forward = projections + attention_flops(N, H, L, S, E // H)
-    return 3 * forward if training else forward
+    attention = attention_flops(N, H, L, S, E // H)
+    if not training:
+        return projections + attention
+    return 3 * projections + (3.5 if recompute else 3) * attention
 
 
 def matmul_case(n: int = 2048, *, device=None, dtype=torch.float32):

@@ -26,3 +26,59 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
     assert rows, f"{table.name} has no rows"
     for column in PROVENANCE:
         assert all(row[column] for row in rows), f"{table.name}: empty {column!r} in some row"
+
+
+def test_round_ratios_pair_the_rounds():
+    from benchmarks.timing import Timing, round_ratios
+
+    candidate = Timing(0.0, 0.0, 3, round_medians=(2.0, 3.0, 5.0))
+    baseline = Timing(0.0, 0.0, 3, round_medians=(1.0, 4.0, 5.0))
+    assert round_ratios(candidate, baseline) == [2.0, 0.75, 1.0]
+    with pytest.raises(ValueError):  # rounds of two different runs cannot be paired
+        round_ratios(candidate, Timing(0.0, 0.0, 1, round_medians=(1.0,)))
+
+
+def test_mha_flops_counts_projections_attention_and_recomputation():
+    from benchmarks.timing import mha_flops
+
+    N, L, E, H = 2, 16, 8, 2
+    projections = 4 * 2 * N * L * E * E  # four (E, E) matmuls on N L rows
+    attention = 4 * N * H * L * L * (E // H)  # Q K^T and P V
+    assert mha_flops(N, L, L, E, H) == projections + attention
+    assert mha_flops(N, L, L, E, H, training=True) == 3 * (projections + attention)
+    recomputing = mha_flops(N, L, L, E, H, training=True, recompute=True)
+    assert recomputing == 3 * projections + 3.5 * attention
+
+
+def test_goals_are_judged_from_the_rows():
+    from benchmarks import cpu
+
+    def fused(L, mode, ratio, frac):
+        return {
+            "impl": cpu.FUSED,
+            **dict(N=2, L=L, E=64, H=4),
+            "case": f"L={L}",
+            "mode": mode,
+            "ratio_to_torch": ratio,
+            "ratio_round_min": ratio - 0.05,
+            "ratio_round_max": ratio + 0.05,
+            "frac_matmul": frac,
+        }
+
+    module_rows = [fused(128, "inference", 1.08, 0.7), fused(2048, "inference", 0.5, 0.75)]
+    module_rows.append(fused(2048, "training", 0.9, 0.66))
+    tiled_rows = [
+        {
+            "impl": "tiled",
+            "case": "L=4096",
+            "ratio_to_sdpa": 1.4,
+            "memory_vs_reference": 0.02,
+            "peak_extra_mib": 20.0,
+        }
+    ]
+    (speed, speed_ok, speed_numbers), (roof, roof_ok, roof_numbers), *tiled = cpu.goals(
+        module_rows, tiled_rows
+    )
+    assert not speed_ok and "1.08, 1.03-1.13 over the rounds (L=128, inference)" in speed_numbers
+    assert not roof_ok and roof_numbers.startswith("inference 75%; training 66% (")
+    assert [ok for _, ok, _ in tiled] == [True, True]
