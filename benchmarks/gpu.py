@@ -133,9 +133,7 @@ class Runner:
             {
                 **row,
                 "status": "ok",
-                "median_ms": t.median * 1e3,
-                "iqr_ms": t.iqr * 1e3,
-                "runs": t.runs,
+                **t.cells(),
                 "tflop": flops / 1e12,
                 "tflops": tflops,
                 "matmul_tflops": roof,
@@ -178,8 +176,7 @@ def run_gpu(device: torch.device, *, budget_s: float, quick: bool, write, log=pr
                 "mode": "fwd",
                 "dtype": dtype_name,
                 "status": "ok",
-                "median_ms": t.median * 1e3,
-                "runs": t.runs,
+                **t.cells(),
                 "tflop": flops / 1e12,
                 "tflops": roofs[dtype_name],
             }

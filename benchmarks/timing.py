@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +34,10 @@ class Timing:
     iqr: float
     runs: int
     round_medians: tuple[float, ...] = ()
+
+    def cells(self) -> dict[str, float | int]:
+        """The columns every results row gives a timing: median and IQR in ms, and the runs."""
+        return {"median_ms": self.median * 1e3, "iqr_ms": self.iqr * 1e3, "runs": self.runs}
 
 
 def interleaved(
@@ -72,7 +76,7 @@ def cuda_times(fn: Callable[[], object], *, warmup: int = 5, reps: int = 20) -> 
     return summarise(seconds)
 
 
-def summarise(times: list[float], round_medians: list[float] = ()) -> Timing:
+def summarise(times: list[float], round_medians: Sequence[float] = ()) -> Timing:
     """Median and interquartile range of per-run times in seconds."""
     if len(times) < 2:
         return Timing(times[0], 0.0, len(times), tuple(round_medians))

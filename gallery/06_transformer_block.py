@@ -387,31 +387,41 @@ assert post_grads[0] < post_grads[-1] and pre_grads[0] > pre_grads[-1]
 # %%
 # The residual stream first:
 
-blocks_axis = range(1, depth + 1)
-fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-ax.plot(blocks_axis, post_sizes, "o-", label="post-LN")
-ax.plot(blocks_axis, pre_sizes, "s-", label="pre-LN")
-ax.set_xlabel("block")
-ax.set_ylabel("RMS of the residual stream after the block")
-ax.set_ylim(bottom=0)
-ax.legend()
-ax.set_title(f"Activations through {depth} blocks at initialisation")
-plt.show()
+
+def plot_per_block(post, pre, *, xlabel, ylabel, title):
+    """One value per block for the post-LN and the pre-LN stack, on one figure."""
+    blocks_axis = range(1, depth + 1)
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    ax.plot(blocks_axis, post, "o-", label="post-LN")
+    ax.plot(blocks_axis, pre, "s-", label="pre-LN")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.set_title(f"{title} through {depth} blocks at initialisation")
+    plt.show()
+
+
+plot_per_block(
+    post_sizes,
+    pre_sizes,
+    xlabel="block",
+    ylabel="RMS of the residual stream after the block",
+    title="Activations",
+)
 
 # %%
 # Post-LN's stream is renormalised by every block: its RMS is 1 all the way. Pre-LN's stream is
 # a sum that every block adds to, so it grows with depth (the numbers printed above); the final
 # LayerNorm brings it back to scale. Now the gradients:
 
-fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-ax.plot(blocks_axis, post_grads, "o-", label="post-LN")
-ax.plot(blocks_axis, pre_grads, "s-", label="pre-LN")
-ax.set_xlabel("block (1 = nearest the input)")
-ax.set_ylabel("gradient norm of the loss\nw.r.t. the stream entering the block")
-ax.set_ylim(bottom=0)
-ax.legend()
-ax.set_title(f"Gradients through {depth} blocks at initialisation")
-plt.show()
+plot_per_block(
+    post_grads,
+    pre_grads,
+    xlabel="block (1 = nearest the input)",
+    ylabel="gradient norm of the loss\nw.r.t. the stream entering the block",
+    title="Gradients",
+)
 
 # %%
 # Read the plot from right to left, the way the gradient travels. In post-LN it has to cross

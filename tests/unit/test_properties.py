@@ -56,6 +56,15 @@ def _inputs(p):
     )
 
 
+def _qkv(p, *, value_dim):
+    """Float64 q, k (N, H, L|S, D) and v (N, H, S, value_dim) for the functional paths."""
+    N, L, S, H, D = p["N"], p["L"], p["S"], p["H"], p["E"] // p["H"]
+    q = torch.randn(N, H, L, D, dtype=torch.float64)
+    k = torch.randn(N, H, S, D, dtype=torch.float64)
+    v = torch.randn(N, H, S, value_dim, dtype=torch.float64)
+    return q, k, v
+
+
 def _full(mask, N, H, L, S):
     return torch.ones(N, H, L, S, dtype=torch.bool) if mask is None else mask.expand(N, H, L, S)
 
@@ -78,24 +87,15 @@ def test_weight_rows_sum_to_one_or_are_all_zero(p, cls):
 def test_functional_path_matches_torch(p, scale):
     import torch.nn.functional as F
 
-    N, L, S, H, D = p["N"], p["L"], p["S"], p["H"], p["E"] // p["H"]
-    q = torch.randn(N, H, L, D, dtype=torch.float64)
-    k, v = (
-        torch.randn(N, H, S, D, dtype=torch.float64),
-        torch.randn(N, H, S, 3, dtype=torch.float64),
-    )
+    q, k, v = _qkv(p, value_dim=3)
     out, _ = scaled_dot_product_attention(q, k, v, p["mask"], scale=scale)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=p["mask"], scale=scale))
 
 
 @given(p=problems(), block_size=st.integers(1, 8), causal=st.booleans())
 def test_tiled_attention_matches_the_reference_path(p, block_size, causal):
-    N, L, S, H, D = p["N"], p["L"], p["S"], p["H"], p["E"] // p["H"]
-    q = torch.randn(N, H, L, D, dtype=torch.float64)
-    k, v = (
-        torch.randn(N, H, S, D, dtype=torch.float64),
-        torch.randn(N, H, S, 2, dtype=torch.float64),
-    )
+    q, k, v = _qkv(p, value_dim=2)
+    L, S = p["L"], p["S"]
     out = tiled_attention(q, k, v, causal=causal, block_size=block_size)
     expected, _ = scaled_dot_product_attention(q, k, v, causal_mask(L, S) if causal else None)
     assert_close(out, expected)
@@ -164,13 +164,8 @@ def test_permuting_keys_and_values_together_changes_nothing(p, cls, need_weights
 
 @given(p=problems(), causal=st.booleans())
 def test_permuting_keys_and_values_in_the_functional_paths(p, causal):
-    N, L, S, H, D = p["N"], p["L"], p["S"], p["H"], p["E"] // p["H"]
-    q = torch.randn(N, H, L, D, dtype=torch.float64)
-    k, v = (
-        torch.randn(N, H, S, D, dtype=torch.float64),
-        torch.randn(N, H, S, 2, dtype=torch.float64),
-    )
-    perm = torch.randperm(S)
+    q, k, v = _qkv(p, value_dim=2)
+    perm = torch.randperm(p["S"])
     mask = p["mask"]
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     permuted_mask = None if mask is None else mask[..., perm]
