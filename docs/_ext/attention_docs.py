@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import functools
-import random
 import re
 
 # Remote <link>/<script> tags and the inline DataTables initialiser written into
@@ -27,18 +26,17 @@ _DATATABLES_INIT = re.compile(
 
 
 def reset_seeds(gallery_conf, fname):
-    """Seed ``random``, NumPy and PyTorch and restore torch's defaults before an example.
+    """Seed ``random``, NumPy and PyTorch from ``ATTENTION_SEED`` and restore torch's defaults.
 
     sphinx-gallery calls this before every script (``reset_modules``); the scripts run in one
-    process, so without it a page's numbers would depend on the pages that ran before it.
+    process, so without it a page's numbers would depend on the pages that ran before it. The
+    seed is :func:`attention.repro.seed_everything`'s, the one a downloaded script uses too.
     """
-    import numpy as np
     import torch
 
-    random.seed(0)
-    np.random.seed(0)
+    from attention.repro import seed_everything
 
-    torch.manual_seed(0)
+    seed_everything()
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
 
