@@ -26,7 +26,10 @@ was computed by the code above it when the site was built.
 
 import torch
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+seed = seed_everything()  # ATTENTION_SEED, default 0
 
 TOPICS = ["cat", "dog", "food", "health", "toys"]
 

@@ -28,8 +28,10 @@ import math
 
 import torch
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-torch.manual_seed(0)
+seed = seed_everything()  # ATTENTION_SEED, default 0
 
 L, S, D, Dv = 3, 5, 8, 4
 # Random numbers are drawn on the CPU, then moved: every device sees the same tensors.

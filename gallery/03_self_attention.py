@@ -33,7 +33,7 @@ attention weights of a short sentence mean something you can check by eye. It as
 #
 # Line by line:
 #
-# - ``check_tensor``, the ``embed_dim`` test and ``check_mask`` refuse bad input before any
+# - ``check_features``, the ``embed_dim`` test and ``check_mask`` refuse bad input before any
 #   arithmetic: ``x`` must be a float tensor :math:`(N, L, E)` with the module's :math:`E`, and
 #   an optional mask must be bool and broadcast to :math:`(N, 1, L, L)` (masks are the subject
 #   of :ref:`sphx_glr_tutorials_05_masks.py`).
@@ -61,8 +61,10 @@ attention weights of a short sentence mean something you can check by eye. It as
 
 import torch
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-torch.manual_seed(0)
+seed = seed_everything()  # ATTENTION_SEED, default 0
 
 words = ["hungry", "cats", "and", "dogs", "eat", "fresh", "fish"]
 FEATURES = ["animal", "food", "action", "describes animals", "describes food"]

@@ -22,9 +22,11 @@ projections of the tokens, and attention is :math:`\\text{softmax}(QK^\\top/\\sq
 
 import torch
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-torch.manual_seed(0)
-print(f"torch {torch.__version__} on {device}")
+seed = seed_everything()  # ATTENTION_SEED, default 0
+print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%
 # Heads are slices of the embedding

@@ -20,9 +20,11 @@ everywhere, is a **bool** mask where ``True`` means *may attend*.
 
 import torch
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-torch.manual_seed(0)
-print(f"torch {torch.__version__} on {device}")
+seed = seed_everything()  # ATTENTION_SEED, default 0
+print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%
 # The causal mask

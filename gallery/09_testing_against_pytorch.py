@@ -22,9 +22,11 @@ It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
 import torch
 from torch import nn
 
+from attention.repro import seed_everything
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-torch.manual_seed(0)
-print(f"torch {torch.__version__} on {device}")
+seed = seed_everything()  # ATTENTION_SEED, default 0
+print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%
 # A reference worth testing against
@@ -32,7 +34,8 @@ print(f"torch {torch.__version__} on {device}")
 #
 # The reference is an ``nn.MultiheadAttention`` with ``E = 16`` and ``H = 4``, batch first like
 # this package. A freshly built one is a weak reference, though: PyTorch starts all its biases
-# at zero, so a copy that forgets the biases still matches it.
+# at zero, so comparing with it cannot catch a port that loses the biases (one that zeroes
+# them, say, or builds its projections with ``bias=False``): with zero biases, both agree.
 
 E, H = 16, 4
 fresh = nn.MultiheadAttention(E, H, batch_first=True, device=device)

@@ -1,0 +1,233 @@
+"""Run gallery pages as plain scripts under other seeds, CPU capabilities and thread counts.
+
+A page's claims must hold for the model, not for one run: the site is built on machines nobody
+here chooses, whose vector instructions round differently, and a trained model follows the
+rounding. This module runs a page the way a reader runs its download (``python page.py``), with
+``ATTENTION_SEED``, ``ATEN_CPU_CAPABILITY`` and the thread count set, and collects what
+:func:`attention.repro.claim` records.
+
+``make robust`` runs every page over seeds 0-9 and every capability this CPU has, and writes the
+weakest margin of each claim to ``tests/docs/claims.md``::
+
+    python tests/docs/sweep.py [--pages REGEX] [--seeds 0-9] [--jobs 2]
+
+``tests/docs/test_claims_hold.py`` runs the pages that train or sample under a few of these
+settings in every ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GALLERY = ROOT / "gallery"
+CLAIMS_MD = Path(__file__).with_name("claims.md")
+
+#: What marks a page that trains or samples a model: its claims depend on the rounding.
+TRAINS = re.compile(r"\.backward\(|\boptim\.|\btrain_\w*\(|\bfit_\w*\(|\.generate\(")
+#: The CPU capabilities PyTorch dispatches to on x86; a CPU runs those it supports.
+CAPABILITIES = ("default", "avx2", "avx512")
+#: Seconds one page may take as a script before the run counts as failed.
+PAGE_TIMEOUT = 300
+
+
+def pages(pattern: str = "") -> list[Path]:
+    """The gallery scripts whose file name matches ``pattern``, in learning-path order."""
+    return sorted(p for p in GALLERY.glob("[0-9]*.py") if re.search(pattern, p.name))
+
+
+def trains(page: Path) -> bool:
+    """Whether the page trains or samples a model (so its numbers follow the rounding)."""
+    return bool(TRAINS.search(page.read_text()))
+
+
+def supported_capabilities() -> list[str]:
+    """The capabilities of :data:`CAPABILITIES` that this CPU runs.
+
+    PyTorch accepts ``ATEN_CPU_CAPABILITY=avx512`` on any CPU and then dies with an illegal
+    instruction where AVX-512 is missing, so each one is probed in a subprocess.
+    """
+    probe = "import torch; torch.randn(64, 64).softmax(-1).exp().sum().item()"
+    found = []
+    for capability in CAPABILITIES:
+        env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, timeout=120
+        )
+        if done.returncode == 0:
+            found.append(capability)
+    return found
+
+
+@dataclass
+class Run:
+    """One page run as a script, and what came of it."""
+
+    page: str
+    seed: int
+    capability: str
+    threads: int
+    returncode: int | None = None
+    seconds: float = 0.0
+    output: str = ""
+    claims: list[dict] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        return (
+            f"{self.page} with ATTENTION_SEED={self.seed} "
+            f"ATEN_CPU_CAPABILITY={self.capability} and {self.threads} thread(s)"
+        )
+
+
+def run_page(page: Path, *, seed: int, capability: str, threads: int) -> Run:
+    """Run ``page`` as a reader would run its download, and collect its claims."""
+    run = Run(page.name, seed, capability, threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        claims_file = Path(tmp) / "claims.jsonl"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        env.update(
+            ATTENTION_SEED=str(seed),
+            ATEN_CPU_CAPABILITY=capability,
+            ATTENTION_CLAIMS=str(claims_file),
+            OMP_NUM_THREADS=str(threads),
+            MKL_NUM_THREADS=str(threads),
+            MPLBACKEND="Agg",
+            PYTHONUNBUFFERED="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, str(page)],
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=PAGE_TIMEOUT,
+            )
+            run.returncode, run.output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as timeout:
+            run.output = f"timed out after {PAGE_TIMEOUT} s\n{timeout.stdout or ''}"
+        run.seconds = time.perf_counter() - start
+        text = claims_file.read_text() if claims_file.exists() else ""
+        run.claims = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return run
+
+
+def margins_table(runs: list[Run], *, seeds: list[int], capabilities: list[str]) -> str:
+    """The Markdown table of the weakest margin of every claim over ``runs``."""
+    import torch
+
+    claims: dict[tuple[str, str], list[dict]] = {}
+    for run in runs:
+        for record in run.claims or ():
+            claims.setdefault((record["page"], record["claim"]), []).append(record)
+    lines = [
+        "# Claims and their margins",
+        "",
+        "Generated by `make robust` (`tests/docs/sweep.py`); do not edit by hand. Every page ran",
+        f"as a script with `ATTENTION_SEED` in {seeds[0]}-{seeds[-1]} under "
+        f"`ATEN_CPU_CAPABILITY` in {', '.join(capabilities)} (the capabilities this CPU has),",
+        "with 1 thread for even seeds and 2 for odd ones. A claim's margin is its distance to the",
+        "bound as a fraction of the bound (`attention.repro.claim`); the table gives the weakest",
+        "margin over all runs and the run that had it. Rerun `make robust` after changing a page",
+        "whose claims depend on a trained or random model.",
+        "",
+        f"torch {torch.__version__}, {datetime.date.today().isoformat()}, "
+        f"{len(runs)} runs, {sum(not r.ok for r in runs)} failed.",
+        "",
+        "| page | claim | bound | values seen | runs | weakest margin | at |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (page, name), records in sorted(claims.items()):
+        weakest = min(records, key=lambda r: r["margin"])
+        bound = " and ".join(
+            text
+            for text in (
+                None if weakest["above"] is None else f"> {weakest['above']:g}",
+                None if weakest["below"] is None else f"< {weakest['below']:g}",
+            )
+            if text
+        )
+        values = [r["value"] for r in records]
+        lines.append(
+            f"| {page} | {name} | {bound} | {min(values):.4g} to {max(values):.4g} "
+            f"| {len(records)} | {weakest['margin']:.3f} | seed {weakest['seed']}, "
+            f"{weakest['capability'].lower()}, {weakest['threads']} thr |"
+        )
+    failed = [run for run in runs if not run.ok]
+    if failed:
+        lines += ["", "## Failed runs", ""]
+        for run in failed:
+            last = run.output.strip().splitlines()[-1:] or ["(no output)"]
+            lines.append(f"- {run.describe()}: `{last[0][:200]}`")
+    return "\n".join(lines) + "\n"
+
+
+def _int_range(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = text.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(part) for part in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", default="", help="regular expression on file names")
+    parser.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,7")
+    parser.add_argument("--capabilities", default="", help="comma-separated; default: all")
+    parser.add_argument("--training-only", action="store_true", help="pages that train only")
+    parser.add_argument("--jobs", type=int, default=2, help="pages run at once")
+    parser.add_argument("--out", type=Path, default=CLAIMS_MD)
+    args = parser.parse_args(argv)
+
+    seeds = _int_range(args.seeds)
+    capabilities = args.capabilities.split(",") if args.capabilities else supported_capabilities()
+    selected = [p for p in pages(args.pages) if trains(p) or not args.training_only]
+    jobs = [
+        (page, seed, capability)
+        for page in selected
+        for seed in seeds
+        for capability in capabilities
+    ]
+    print(
+        f"{len(selected)} pages x {len(seeds)} seeds x {len(capabilities)} capabilities "
+        f"({', '.join(capabilities)}): {len(jobs)} runs, {args.jobs} at a time",
+        flush=True,
+    )
+
+    def one(job):
+        page, seed, capability = job
+        run = run_page(page, seed=seed, capability=capability, threads=1 + seed % 2)
+        status = "ok" if run.ok else "FAILED"
+        print(f"{status:6} {run.seconds:5.1f} s  {run.describe()}", flush=True)
+        return run
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        runs = list(pool.map(one, jobs))
+    args.out.write_text(margins_table(runs, seeds=seeds, capabilities=capabilities))
+    print(f"wrote {args.out}")
+    for run in runs:
+        if not run.ok:
+            print(f"\n--- {run.describe()} ---\n{run.output[-3000:]}")
+    return 0 if all(run.ok for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
