@@ -22,7 +22,7 @@ It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
 import torch
 from torch import nn
 
-from attention.repro import seed_everything
+from attention.repro import claim, seed_everything
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 seed = seed_everything()  # ATTENTION_SEED, default 0
@@ -94,7 +94,8 @@ def compare(ours, theirs, x):
 
 out_diff, weights_diff = compare(weights_only, theirs, x)
 print(f"weights only: output differs by up to {out_diff:.3f}, weights by up to {weights_diff:.3f}")
-assert out_diff > 0.1 and weights_diff > 0.01
+claim("weights-only copy: output difference", out_diff, above=0.1)
+claim("weights-only copy: weights difference", weights_diff, above=0.01)
 
 # %%
 # The outputs differ by the amount printed above, far beyond rounding. Copying the biases one
@@ -331,7 +332,8 @@ largest_ulps = max(diff / torch.finfo(dtype).eps for (_, _, dtype), diff in tabl
 forgotten_ulps = out_diff / torch.finfo(torch.float32).eps
 print(f"largest difference after from_torch: {largest_ulps:.1f} units of rounding")
 print(f"the weights-only copy at the top of the page: {forgotten_ulps:.1e} units")
-assert largest_ulps < 100 and forgotten_ulps > 1e6
+claim("largest difference after from_torch (ulps)", largest_ulps, below=100)
+claim("weights-only copy (ulps)", forgotten_ulps, above=1e6)
 
 # %%
 # Every bar is a few units of rounding at most (the largest is printed above), in float32 as in

@@ -25,7 +25,7 @@ import platform
 
 import torch
 
-from attention.repro import seed_everything
+from attention.repro import claim, seed_everything
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 seed = seed_everything()  # ATTENTION_SEED, default 0
@@ -319,8 +319,9 @@ for dtype in precisions:
     print(f"  {label:>17}: {ms:6.2f} ms, output {out.dtype}, error {errors[dtype]:.1e}")
 
 # sphinx_gallery_start_ignore
-assert errors[torch.float32] < 1e-5
-assert all(1e-4 < errors[dtype] < 5e-2 for dtype in precisions[1:])
+claim("float32 error", errors[torch.float32], below=1e-5)
+claim("autocast, smallest error", min(errors[dtype] for dtype in precisions[1:]), above=1e-4)
+claim("autocast, largest error", max(errors[dtype] for dtype in precisions[1:]), below=5e-2)
 # sphinx_gallery_end_ignore
 
 # %%

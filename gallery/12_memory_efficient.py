@@ -25,7 +25,7 @@ assumes the scaled dot-product formula; timing is explained in
 
 import torch
 
-from attention.repro import seed_everything
+from attention.repro import claim, seed_everything
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 seed = seed_everything()  # ATTENTION_SEED, default 0
@@ -242,11 +242,14 @@ else:
 # sphinx_gallery_start_ignore
 if measured:
     scores_last = H * lengths[-1] ** 2 * 4 / 2**20
-    assert 1.5 * scores_last < memory["reference"][-1] < 3 * scores_last  # scores and weights
-    assert 3 < growth < 5  # quadratic: 4x per doubling
+    ratio = memory["reference"][-1] / scores_last
+    claim("reference memory / one score matrix", ratio, above=1.5, below=3)  # scores, weights
+    claim("reference memory growth per doubling", growth, above=3, below=5)  # quadratic: 4x
     for name in ("tiled", "fused"):
-        assert max(memory[name]) < 0.15 * memory["reference"][-1]
-        assert max(memory[name]) < 8 * out_and_tile_mib(lengths[-1]) + 16  # a few tiles
+        largest = max(memory[name])
+        claim(f"{name}: memory / the reference's", largest / memory["reference"][-1], below=0.15)
+        claim(f"{name}: memory / (8 out+tile + 16 MiB)",
+              largest / (8 * out_and_tile_mib(lengths[-1]) + 16), below=1)  # fmt: skip
 # sphinx_gallery_end_ignore
 
 import matplotlib.pyplot as plt
