@@ -200,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _int_range(args.seeds)
     capabilities = args.capabilities.split(",") if args.capabilities else supported_capabilities()
     selected = [p for p in pages(args.pages) if trains(p) or not args.training_only]
+    # Seed by seed, so that an interrupted sweep has covered every page.
     jobs = [
         (page, seed, capability)
-        for page in selected
         for seed in seeds
         for capability in capabilities
+        for page in selected
     ]
     print(
         f"{len(selected)} pages x {len(seeds)} seeds x {len(capabilities)} capabilities "
