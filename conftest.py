@@ -1,9 +1,45 @@
-"""Names the package's docstring examples use, as a reader would have imported them."""
+"""Options and names shared by every test directory.
+
+``--device`` (default: ``ATTENTION_DEVICE``, else ``cpu``) chooses where the unit tests run:
+``pytest tests/unit --device cuda`` runs the whole unit suite on a GPU. The build and the
+browser tests exercise the site, which is built on the CPU; they are skipped on another device.
+The package's docstring examples get the names a reader would have imported.
+"""
+
+import os
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default=os.environ.get("ATTENTION_DEVICE") or "cpu",
+        help="device of the unit tests: cpu (default), cuda, cuda:1, ... "
+        "(default from ATTENTION_DEVICE)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cpu_only(reason): runs on the CPU only; skipped else")
+
+
+def pytest_collection_modifyitems(config, items):
+    device = config.getoption("--device")
+    if device == "cpu":
+        return
+    for item in items:
+        parts = item.path.parts
+        if "docs" in parts or "site" in parts:
+            reason = "the site is built and read on the CPU"
+        elif marker := item.get_closest_marker("cpu_only"):
+            reason = marker.args[0] if marker.args else "runs on the CPU only"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=f"--device {device}: {reason}"))
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,11 @@
-"""Reproducible examples: one seed for every page, and claims checked with their margins.
+"""Reproducible examples: one device and one seed for every page, claims checked with margins.
 
 A page that trains or samples states claims about the *model*, not about one run: they must hold
 for every seed and on every CPU, whose vector instructions round differently. Two helpers make
 that checkable:
 
+- :func:`default_device` is the device every page runs on: ``ATTENTION_DEVICE`` when set, else
+  CUDA when there is a GPU, else the CPU.
 - :func:`seed_everything` seeds ``random``, NumPy and PyTorch from ``ATTENTION_SEED``
   (default 0). The site's build calls it before every page, and a downloaded script calls it
   itself, so ``ATTENTION_SEED=3 python 10_classifier.py`` reruns a page with another seed.
@@ -24,12 +26,41 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["seed_everything", "claim"]
+__all__ = ["default_device", "seed_everything", "claim"]
 
 #: The environment variable that sets the seed of every example.
 SEED_ENV = "ATTENTION_SEED"
+#: The environment variable that chooses the device of every example ("cpu", "cuda", "cuda:1").
+DEVICE_ENV = "ATTENTION_DEVICE"
 #: The environment variable naming the file that :func:`claim` appends its records to.
 CLAIMS_ENV = "ATTENTION_CLAIMS"
+
+
+def default_device() -> torch.device:
+    """The device the examples run on: ``ATTENTION_DEVICE``, else CUDA when present, else the CPU.
+
+    Returns:
+        torch.device: the device.
+
+    Raises:
+        ValueError: if ``ATTENTION_DEVICE`` names no device, or a CUDA device that is not there.
+
+    Examples::
+
+        >>> default_device().type in ("cpu", "cuda")
+        True
+    """
+    name = os.environ.get(DEVICE_ENV, "").strip()
+    if not name:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        message = f"{DEVICE_ENV} must name a device such as 'cpu' or 'cuda'; got {name!r}"
+        raise ValueError(message) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{DEVICE_ENV}={name!r}, but this PyTorch sees no CUDA device")
+    return device
 
 
 def seed_everything(seed: int | None = None) -> int:

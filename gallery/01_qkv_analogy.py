@@ -26,9 +26,9 @@ was computed by the code above it when the site was built.
 
 import torch
 
-from attention.repro import seed_everything
+from attention.repro import default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 
 TOPICS = ["cat", "dog", "food", "health", "toys"]

@@ -28,9 +28,9 @@ import math
 
 import torch
 
-from attention.repro import claim, seed_everything
+from attention.repro import claim, default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 
 L, S, D, Dv = 3, 5, 8, 4

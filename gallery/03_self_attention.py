@@ -61,9 +61,9 @@ attention weights of a short sentence mean something you can check by eye. It as
 
 import torch
 
-from attention.repro import claim, seed_everything
+from attention.repro import claim, default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 
 words = ["hungry", "cats", "and", "dogs", "eat", "fresh", "fish"]

@@ -22,9 +22,9 @@ projections of the tokens, and attention is :math:`\\text{softmax}(QK^\\top/\\sq
 
 import torch
 
-from attention.repro import seed_everything
+from attention.repro import default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 

@@ -21,9 +21,9 @@ reads the same model's heads in more detail.
 
 import torch
 
-from attention.repro import claim, seed_everything
+from attention.repro import claim, default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 

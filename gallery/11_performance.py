@@ -25,9 +25,9 @@ import platform
 
 import torch
 
-from attention.repro import claim, seed_everything
+from attention.repro import claim, default_device, seed_everything
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 if device.type == "cuda":
     device_name = torch.cuda.get_device_name(device)

@@ -82,3 +82,41 @@ def test_goals_are_judged_from_the_rows():
     assert not speed_ok and "1.08, 1.03-1.13 over the rounds (L=128, inference)" in speed_numbers
     assert not roof_ok and roof_numbers.startswith("inference 75%; training 66% (")
     assert [ok for _, ok, _ in tiled] == [True, True]
+
+
+@pytest.mark.cpu_only("runs a page as a script on the CPU")
+def test_run_pages_keeps_a_pages_output_and_figures(tmp_path):
+    page = tmp_path / "01_tiny.py"
+    page.write_text(
+        "import matplotlib.pyplot as plt\n"
+        "from attention.repro import default_device\n"
+        "print('device', default_device())\n"
+        "plt.plot([0, 1])\nplt.show()\nplt.plot([1, 0])\nplt.show()\n"
+    )
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run_pages", "--device", "cpu", "--out", str(out),
+         str(page)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = (out / "01_tiny.txt").read_text()
+    assert text.startswith("# 01_tiny.py on cpu") and "device cpu" in text
+    assert sorted(p.name for p in out.glob("*.png")) == ["01_tiny-1.png", "01_tiny-2.png"]
+
+
+def test_a_failing_page_is_reported_and_counted(tmp_path):
+    page = tmp_path / "02_fails.py"
+    page.write_text("raise RuntimeError('this page fails')\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run_pages", "--device", "cpu", "--out", str(tmp_path),
+         str(page)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 1 and "FAILED" in run.stdout
+    assert "this page fails" in (tmp_path / "02_fails.txt").read_text()
+
+
+def test_the_gpu_session_script_parses():
+    run = subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_session.sh")])
+    assert run.returncode == 0
