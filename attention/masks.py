@@ -87,7 +87,9 @@ def padding_mask(lengths, S: int) -> Tensor:
         lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
     if isinstance(lengths, (list, tuple)):
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
-            raise TypeError(f"lengths must hold ints; got {lengths!r}")
+            raise TypeError(
+                f"lengths must be a 1-D integer tensor or a list of ints; got {lengths!r}"
+            )
         lengths = torch.tensor(lengths, dtype=torch.long)
     if not isinstance(lengths, Tensor):
         raise TypeError(

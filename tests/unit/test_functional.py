@@ -133,11 +133,12 @@ def test_tiled_attention_survives_scores_far_beyond_exp_range():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"block_size": 0}, ValueError, r"block_size must be a positive int; got 0"),
-        ({"block_size": 2.0}, ValueError, r"block_size must be a positive int; got 2.0"),
-        ({"block_size": True}, ValueError, r"block_size must be a positive int; got True"),
+        ({"block_size": 0}, ValueError, r"block_size must be at least 1; got 0"),
+        ({"block_size": 2.0}, TypeError, r"block_size must be an int; got float"),
+        ({"block_size": True}, TypeError, r"block_size must be an int; got bool"),
         ({"causal": 1}, TypeError, r"causal must be a bool; got int"),
-        ({"scale": -1.0}, ValueError, r"scale must be a positive number or None; got -1.0"),
+        ({"scale": -1.0}, ValueError, r"scale must be a positive finite number; got -1.0"),
+        ({"scale": "1"}, TypeError, r"scale must be a positive finite number; got str"),
     ],
 )
 def test_tiled_attention_rejects_bad_options(kwargs, error, match):
