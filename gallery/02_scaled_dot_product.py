@@ -247,7 +247,7 @@ versions = {
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
-    _ = attention.plot_attention(w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label)
+    attention.plot_attention(w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label)
     ax.images[0].set_clim(0.0, 1.0)  # the same colour scale for both panels
     largest = w.max(dim=-1).values.round(decimals=2).tolist()
     print(f"{label:>14}: largest weight of each row {largest}")

@@ -74,7 +74,7 @@ shape = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "max_len": 12, "dropo
 untrained = AttentionClassifier(len(VOCAB), len(CLASSES), **shape).to(device).eval()
 with torch.no_grad():
     _, untrained_weights = untrained(example, need_weights=True)
-_ = plot_attention(
+plot_attention(
     untrained_weights[0][0],
     x_tokens=sentence,
     title="Untrained classifier, layer 1, per head",
@@ -186,7 +186,7 @@ prediction = CLASSES[logits.argmax(-1).item()]
 print(f"{' '.join(sentence)!r} -> {prediction}")
 assert prediction == "negative"
 
-_ = plot_attention(
+plot_attention(
     example_weights[0][0],
     x_tokens=sentence,
     title="Trained classifier, layer 1, per head",
@@ -205,7 +205,7 @@ assert row_max_1.max() > 0.5
 #
 # The second layer:
 
-_ = plot_attention(
+plot_attention(
     example_weights[1][0],
     x_tokens=sentence,
     title="Trained classifier, layer 2, per head",

@@ -206,7 +206,7 @@ for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     i = int(chosen.nonzero()[0])  # the first held-out sentence of this kind
     words, n = decode(held_out_tokens[i]), int(real[i].sum())
     predicted = int(probabilities[i].argmax())
-    _ = plot_attention(weights[not_layer - 1][i, not_head, :n, :n], x_tokens=words, ax=ax)
+    plot_attention(weights[not_layer - 1][i, not_head, :n, :n], x_tokens=words, ax=ax)
     ax.set_title(f"{kind}\npredicted {CLASSES[predicted]} ({probabilities[i, predicted]:.0%})")
     assert predicted == held_out_labels[i]
     if kind == "flipping 'not'":  # its column is the brightest of the panel
