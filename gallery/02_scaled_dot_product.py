@@ -360,9 +360,11 @@ plt.show()
 # - ``_check_qkv`` and ``check_mask`` refuse bad input (wrong dtypes, query and key sizes that
 #   differ, a mask that is not bool) with a message that says what was expected, and choose
 #   the default scale :math:`1/\sqrt{D}`.
-# - ``scores = query @ key.transpose(-2, -1) * scale`` is steps 1 and 2; ``softmax(dim=-1)`` is
-#   step 3 and ``weights @ value`` is step 4. Both products work on the last two axes, so any
-#   batch or head dimensions in front ride along, as above.
+# - ``scores = (query * scale) @ key.transpose(-2, -1)`` is steps 1 and 2; ``softmax(dim=-1)``
+#   is step 3 and ``weights @ value`` is step 4. The queries are scaled *before* the product:
+#   in ``float16`` an unscaled :math:`QK^\top` can overflow (above 65504) while the scaled
+#   scores fit, as in PyTorch's own math kernel. Both products work on the last two axes, so
+#   any batch or head dimensions in front ride along, as above.
 # - The ``mask`` lines: a mask is a bool tensor with ``True`` where a query may attend to a key.
 #   Blocked scores are replaced by the most negative finite number before the softmax, so they
 #   get weight 0, and the weights are zeroed again after it, which covers a query that may

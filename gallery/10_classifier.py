@@ -321,7 +321,7 @@ print(f"the 'not' head, layer {not_layer}, head {not_head}: "
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
 #    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = query @ key
+#    :start-at: scores = (query * scale) @ key
 #    :end-at: weights = weights.masked_fill
 #    :dedent: 4
 #
