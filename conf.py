@@ -150,6 +150,9 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "remove_config_comments": True,
     "min_reported_time": 0,
+    # A cell that ends in a call returning a Figure, Axes or Text (plot_attention, ax.set_title)
+    # prints nothing, so pages need no `_ = ` in front of such calls.
+    "ignore_repr_types": r"matplotlib\.(figure|axes|text)",
 }
 
 # -- HTML --------------------------------------------------------------------------------------

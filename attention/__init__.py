@@ -7,7 +7,7 @@ from .fused import FusedMultiHeadAttention
 from .masks import causal_mask, padding_mask
 from .multi_head import MultiHeadAttention
 from .single_head import SelfAttention
-from .viz import plot_attention
+from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
 
 __version__ = "0.1.0"
 
@@ -24,4 +24,7 @@ __all__ = [
     "PositionalEncoding",
     "AttentionClassifier",
     "plot_attention",
+    "plot_matrix",
+    "plot_mask",
+    "mask_legend",
 ]

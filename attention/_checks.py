@@ -1,11 +1,60 @@
 """Input checks shared by every module: clear errors before any arithmetic.
 
-Each check raises a ``TypeError`` or ``ValueError`` whose message names the argument, what was
-expected and what arrived, so a wrong call never ends in a shape error from deep inside torch.
+Each check raises a ``TypeError`` (wrong type) or ``ValueError`` (right type, wrong value) whose
+message names the argument, what was expected and what arrived, so a wrong call never ends in a
+shape error from deep inside torch. A module adds a check here rather than writing one inline.
 """
+
+import math
 
 import torch
 from torch import Tensor
+
+
+def check_int(value, name: str, *, minimum: int = 1) -> None:
+    """Check that ``value`` is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}; got {value}")
+
+
+def check_bool(value, name: str) -> None:
+    """Check that ``value`` is a bool (``'no'``, ``0`` or ``None`` are not)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
+
+
+def check_positive(value, name: str) -> None:
+    """Check that ``value`` is a finite number above 0 (NaN and inf are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive finite number; got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+
+
+def _autocast(device: torch.device) -> bool:
+    try:
+        return torch.is_autocast_enabled(device.type)
+    except RuntimeError:  # a device type autocast does not know, such as meta
+        return False
+
+
+def check_same_kind(x: Tensor, name: str, like: Tensor, like_name: str) -> None:
+    """Check that ``x`` has the dtype and device of ``like`` (the first input, or a parameter).
+
+    Under autocast the inputs of one module may legitimately differ in dtype, so only the device
+    is checked there.
+    """
+    if x.device != like.device:
+        raise ValueError(
+            f"{name} must be on the same device as {like_name} ({like.device}); got {x.device}"
+        )
+    if x.dtype != like.dtype and not _autocast(x.device):
+        raise TypeError(
+            f"{name} must have the same dtype as {like_name} ({like.dtype}); got {x.dtype} - "
+            f"use {name}.to({like.dtype})"
+        )
 
 
 def check_tensor(x, name: str, *, ndim: int | None = None, min_ndim: int | None = None) -> None:
@@ -24,12 +73,15 @@ def check_tensor(x, name: str, *, ndim: int | None = None, min_ndim: int | None 
         )
 
 
-def check_mask(mask, shape: tuple[int, ...]) -> None:
-    """Check that ``mask`` is a bool tensor (True = may attend) that broadcasts to ``shape``."""
+def check_mask(mask, shape: tuple[int, ...], device: torch.device | None = None) -> None:
+    """Check that ``mask`` is a bool tensor (True = may attend) that broadcasts to ``shape``,
+    on ``device`` when one is given. ``None`` (no mask) passes."""
     if mask is None:
         return
     if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a bool torch.Tensor (True = may attend); got {type(mask)}")
+        raise TypeError(
+            f"mask must be a bool torch.Tensor (True = may attend); got {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
         raise TypeError(
             f"mask must be a bool tensor (True = may attend); got {mask.dtype} - use mask.bool() "
@@ -45,17 +97,17 @@ def check_mask(mask, shape: tuple[int, ...]) -> None:
             f"mask of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}; "
             "expected a shape such as (L, S), (N, 1, 1, S) or (N, H, L, S)"
         )
+    if device is not None and mask.device != device:
+        raise ValueError(
+            f"mask must be on the same device as the inputs ({device}); got {mask.device} - "
+            f"use mask.to({str(device)!r})"
+        )
 
 
 def check_embed(embed_dim, num_heads) -> None:
     """Check a module's ``embed_dim`` and ``num_heads``."""
-    for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
-    if num_heads < 1:
-        raise ValueError(f"num_heads must be at least 1; got {num_heads}")
-    if embed_dim < 1:
-        raise ValueError(f"embed_dim must be at least 1; got {embed_dim}")
+    check_int(embed_dim, "embed_dim")
+    check_int(num_heads, "num_heads")
     if embed_dim % num_heads != 0:
         raise ValueError(
             f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
@@ -71,19 +123,26 @@ def check_dropout(p, name: str = "dropout") -> None:
         raise ValueError(f"{name} must be in [0, 1); got {p}")
 
 
-def check_features(x, name: str, embed_dim: int, *, ndim: int | None = 3) -> None:
-    """Check a float tensor of ``ndim`` dimensions whose last dimension is ``embed_dim``."""
+def check_features(
+    x, name: str, embed_dim: int, *, ndim: int | None = 3, like: Tensor | None = None
+) -> None:
+    """Check a float tensor of ``ndim`` dimensions whose last dimension is ``embed_dim``, with
+    the dtype and device of ``like`` (a parameter of the module it goes into) when given."""
     check_tensor(x, name, ndim=ndim, min_ndim=1)
     if x.shape[-1] != embed_dim:
         raise ValueError(
             f"{name}'s last dimension must equal embed_dim={embed_dim}; got shape {tuple(x.shape)}"
         )
+    if like is not None:
+        check_same_kind(x, name, like, "the module's parameters")
 
 
-def check_sequences(query: Tensor, key: Tensor, value: Tensor, embed_dim: int) -> None:
+def check_sequences(
+    query: Tensor, key: Tensor, value: Tensor, embed_dim: int, *, like: Tensor | None = None
+) -> None:
     """Check batch-first (N, L, E) query and (N, S, E) key/value for an attention module."""
     for name, x in (("query", query), ("key", key), ("value", value)):
-        check_features(x, name, embed_dim)
+        check_features(x, name, embed_dim, like=like)
     for name, x in (("key", key), ("value", value)):
         if x.shape[0] != query.shape[0]:
             raise ValueError(

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_features
+from ._checks import check_bool, check_dropout, check_features, check_int, check_positive
 from .multi_head import MultiHeadAttention
 
 __all__ = ["FeedForward", "TransformerBlock"]
@@ -46,10 +46,10 @@ class FeedForward(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        for name, value in (("embed_dim", embed_dim), ("ffn_dim", ffn_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int; got {value!r}")
+        check_int(embed_dim, "embed_dim")
+        check_int(ffn_dim, "ffn_dim")
         check_dropout(dropout)
+        check_bool(bias, "bias")
         factory = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
         self.linear1 = nn.Linear(embed_dim, ffn_dim, bias=bias, **factory)
@@ -58,7 +58,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the MLP to every position of ``x`` :math:`(*, E)`."""
-        check_features(x, "x", self.embed_dim, ndim=None)
+        check_features(x, "x", self.embed_dim, ndim=None, like=self.linear1.weight)
         h = F.relu(self.linear1(x))  # (N, L, E) -> (N, L, ffn_dim)
         return self.linear2(self.dropout(h))  # (N, L, ffn_dim) -> (N, L, E)
 
@@ -119,6 +119,8 @@ class TransformerBlock(nn.Module):
     ):
         super().__init__()
         check_dropout(dropout)
+        check_bool(norm_first, "norm_first")
+        check_positive(layer_norm_eps, "layer_norm_eps")
         factory = {"device": device, "dtype": dtype}
         self.embed_dim, self.norm_first = embed_dim, norm_first
         self.self_attn = MultiHeadAttention(
@@ -148,7 +150,7 @@ class TransformerBlock(nn.Module):
             tuple[Tensor, Tensor | None]: output :math:`(N, L, E)` and weights
             :math:`(N, H, L, L)` or ``None``.
         """
-        check_features(x, "x", self.embed_dim)
+        check_features(x, "x", self.embed_dim, like=self.norm1.weight)
         if self.norm_first:
             attended, weights = self._attend(self.norm1(x), mask, need_weights)
             x = x + attended  # (N, L, E)
@@ -183,7 +185,8 @@ class TransformerBlock(nn.Module):
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise TypeError(f"expected an nn.TransformerEncoderLayer; got {type(layer).__name__}")
-        if layer.activation is not F.relu and not isinstance(layer.activation, nn.ReLU):
+        relu = layer.activation in (F.relu, torch.relu) or isinstance(layer.activation, nn.ReLU)
+        if not relu:
             raise ValueError(f"only the relu activation is supported; got {layer.activation}")
         weight = layer.linear1.weight
         block = cls(

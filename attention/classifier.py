@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_embed, check_features
+from ._checks import check_dropout, check_embed, check_features, check_int
 from .block import TransformerBlock
 
 __all__ = ["PositionalEncoding", "AttentionClassifier"]
@@ -39,6 +39,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, embed_dim: int, max_len: int = 512, *, dropout: float = 0.0):
         super().__init__()
         check_embed(embed_dim, 1)
+        check_int(max_len, "max_len")
         check_dropout(dropout)
         position = torch.arange(max_len)[:, None]  # (max_len, 1)
         frequency = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))
@@ -106,9 +107,9 @@ class AttentionClassifier(nn.Module):
         check_embed(embed_dim, num_heads)
         for name, value in (("vocab_size", vocab_size), ("num_classes", num_classes),
                             ("num_layers", num_layers), ("max_len", max_len)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int; got {value!r}")
-        if not 0 <= pad_id < vocab_size:
+            check_int(value, name)
+        check_int(pad_id, "pad_id", minimum=0)
+        if pad_id >= vocab_size:
             raise ValueError(f"pad_id must be in [0, vocab_size={vocab_size}); got {pad_id}")
         self.vocab_size, self.max_len, self.pad_id = vocab_size, max_len, pad_id
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
@@ -125,8 +126,16 @@ class AttentionClassifier(nn.Module):
     def _check_tokens(self, tokens) -> None:
         if not isinstance(tokens, Tensor):
             raise TypeError(f"tokens must be a torch.Tensor of ids; got {type(tokens).__name__}")
-        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor; got {tokens.dtype} - use .long()")
+        if tokens.dtype not in (torch.int64, torch.int32):  # what nn.Embedding takes
+            raise TypeError(
+                f"tokens must be an integer tensor (int64 or int32); got {tokens.dtype} - "
+                "use tokens.long()"
+            )
+        if tokens.device != self.embedding.weight.device:
+            raise ValueError(
+                f"tokens must be on the model's device ({self.embedding.weight.device}); "
+                f"got {tokens.device}"
+            )
         if tokens.dim() != 2:
             raise ValueError(f"tokens must be 2-D (N, L); got shape {tuple(tokens.shape)}")
         if tokens.shape[1] > self.max_len:

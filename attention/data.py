@@ -14,6 +14,8 @@ code from a seed; nothing is downloaded.
 import torch
 from torch import Tensor
 
+from ._checks import check_int
+
 __all__ = ["VOCAB", "PAD_ID", "CLASSES", "POSITIVE", "NEGATIVE", "make_dataset", "encode", "decode"]
 
 PAD_ID = 0
@@ -59,7 +61,7 @@ def decode(ids: Tensor) -> list[str]:
     """Turn token ids back into words, dropping padding.
 
     Args:
-        ids (Tensor): 1-D token ids.
+        ids (Tensor or list[int]): 1-D token ids, each in ``[0, len(VOCAB))``.
 
     Returns:
         list[str]: the words, without ``<pad>``.
@@ -69,7 +71,16 @@ def decode(ids: Tensor) -> list[str]:
         >>> decode(torch.tensor([1, 2, 0, 0]))
         ['not', 'good']
     """
-    return [VOCAB[i] for i in ids.tolist() if i != PAD_ID]
+    if isinstance(ids, Tensor) and not (ids.is_floating_point() or ids.dtype == torch.bool):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    ):
+        raise TypeError(f"ids must be a 1-D integer tensor or a list of ints; got {ids!r}")
+    bad = [i for i in ids if not 0 <= i < len(VOCAB)]
+    if bad:
+        raise ValueError(f"ids must lie in [0, len(VOCAB)={len(VOCAB)}); got {bad}")
+    return [VOCAB[i] for i in ids if i != PAD_ID]
 
 
 def make_dataset(
@@ -98,7 +109,11 @@ def make_dataset(
         >>> tokens.shape, labels.shape
         (torch.Size([4, 12]), torch.Size([4]))
     """
-    if not 3 <= min_len <= max_len:
+    check_int(n, "n", minimum=0)
+    check_int(seed, "seed", minimum=0)
+    check_int(min_len, "min_len", minimum=3)
+    check_int(max_len, "max_len", minimum=3)
+    if min_len > max_len:
         raise ValueError(f"need 3 <= min_len <= max_len; got min_len={min_len}, max_len={max_len}")
     g = torch.Generator().manual_seed(seed)
 

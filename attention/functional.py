@@ -6,7 +6,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import check_dropout, check_mask, check_tensor
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_int,
+    check_mask,
+    check_positive,
+    check_same_kind,
+    check_tensor,
+)
 
 __all__ = ["scaled_dot_product_attention", "tiled_attention"]
 
@@ -15,6 +23,8 @@ def _check_qkv(query, key, value, scale) -> tuple[torch.Size, float]:
     """Check (*, L, D) query, (*, S, D) key, (*, S, Dv) value; return batch shape and scale."""
     for name, x in (("query", query), ("key", key), ("value", value)):
         check_tensor(x, name, min_ndim=2)
+    for name, x in (("key", key), ("value", value)):
+        check_same_kind(x, name, query, "query")
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(
             f"query and key must have the same head dimension D; got query {tuple(query.shape)} "
@@ -34,8 +44,7 @@ def _check_qkv(query, key, value, scale) -> tuple[torch.Size, float]:
         ) from None
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-        raise ValueError(f"scale must be a positive number or None; got {scale!r}")
+    check_positive(scale, "scale")
     return batch, float(scale)
 
 
@@ -89,9 +98,11 @@ def scaled_dot_product_attention(
     batch, scale = _check_qkv(query, key, value, scale)
     check_dropout(dropout_p, "dropout_p")
     L, S = query.shape[-2], key.shape[-2]
-    check_mask(mask, (*batch, L, S))
+    check_mask(mask, (*batch, L, S), query.device)
 
-    scores = query @ key.transpose(-2, -1) * scale  # (*, L, D) @ (*, D, S) -> (*, L, S)
+    # Scale the queries, not the product: q @ k^T can overflow in float16 before the scale
+    # brings it back into range (torch's math path and tiled_attention do the same).
+    scores = (query * scale) @ key.transpose(-2, -1)  # (*, L, D) @ (*, D, S) -> (*, L, S)
     if mask is not None:
         # The most negative finite number, not -inf: a row with no allowed key then becomes
         # uniform instead of NaN, and the zeroing below turns it into weights 0.
@@ -153,11 +164,13 @@ def tiled_attention(
         True
     """
     batch, scale = _check_qkv(query, key, value, scale)
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int; got {block_size!r}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
+    check_int(block_size, "block_size")
+    check_bool(causal, "causal")
     L, S = query.shape[-2], key.shape[-2]
+    if L == 0 or S == 0:
+        # Nothing to tile. The empty product is 0 and keeps the graph, so backward gives the
+        # reference path's zero gradients.
+        return (query @ key.transpose(-2, -1)) @ value  # (*, L, S) @ (*, S, Dv) -> (*, L, Dv)
     lowest = torch.finfo(query.dtype).min
     out = query.new_empty((*batch, L, value.shape[-1]))  # (*, L, Dv)
     # Query rows are independent of each other: take R of them at a time, so that each tile of

@@ -9,7 +9,7 @@ the same as :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broa
 import torch
 from torch import Tensor
 
-from ._checks import check_mask
+from ._checks import check_int, check_mask
 
 __all__ = [
     "causal_mask",
@@ -20,11 +20,11 @@ __all__ = [
 ]
 
 
-def _check_length(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be non-negative; got {value}")
+def _check_required_mask(mask) -> None:
+    """A converter needs a mask: ``None`` is refused, unlike in the attention functions."""
+    if mask is None:
+        raise TypeError("mask must be a bool torch.Tensor (True = may attend); got None")
+    check_mask(mask, mask.shape)
 
 
 def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
@@ -56,8 +56,8 @@ def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
                 [1, 1, 1, 1]], dtype=torch.int32)
     """
     S = L if S is None else S
-    _check_length(L, "L")
-    _check_length(S, "S")
+    check_int(L, "L", minimum=0)
+    check_int(S, "S", minimum=0)
     ones = torch.ones(L, S, dtype=torch.bool, device=device)  # (L, S)
     return ones.tril(diagonal=S - L)  # (L, S)
 
@@ -82,10 +82,19 @@ def padding_mask(lengths, S: int) -> Tensor:
         tensor([[1, 1, 1, 0],
                 [1, 0, 0, 0]], dtype=torch.int32)
     """
-    _check_length(S, "S")
+    check_int(S, "S", minimum=0)
     if isinstance(lengths, (list, tuple)) and not lengths:
         lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
-    lengths = torch.as_tensor(lengths)
+    if isinstance(lengths, (list, tuple)):
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+            raise TypeError(
+                f"lengths must be a 1-D integer tensor or a list of ints; got {lengths!r}"
+            )
+        lengths = torch.tensor(lengths, dtype=torch.long)
+    if not isinstance(lengths, Tensor):
+        raise TypeError(
+            f"lengths must be a 1-D integer tensor or a list of ints; got {type(lengths).__name__}"
+        )
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.dim() != 1:
         raise TypeError(
             f"lengths must be a 1-D integer tensor or list of ints; got {lengths.dtype} "
@@ -114,7 +123,7 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
         tensor([[0, 1],
                 [0, 0]], dtype=torch.int32)
     """
-    check_mask(mask, mask.shape if isinstance(mask, Tensor) else ())
+    _check_required_mask(mask)
     return ~mask
 
 
@@ -138,7 +147,7 @@ def to_torch_key_padding_mask(mask: Tensor) -> Tensor:
         tensor([[0, 1],
                 [0, 0]], dtype=torch.int32)
     """
-    check_mask(mask, mask.shape if isinstance(mask, Tensor) else ())
+    _check_required_mask(mask)
     if mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1:
         mask = mask[:, 0, 0, :]  # (N, 1, 1, S) -> (N, S)
     if mask.dim() != 2:
@@ -207,5 +216,14 @@ def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor |
                 "combine a 3-D (N*H, L, S) attn_mask with a key_padding_mask by reshaping the "
                 "attn_mask to (N, H, L, S) first"
             )
+        if mask is not None:
+            try:
+                torch.broadcast_shapes(mask.shape, keys.shape)
+            except RuntimeError:
+                raise ValueError(
+                    f"attn_mask of shape {tuple(attn_mask.shape)} and key_padding_mask of shape "
+                    f"{tuple(key_padding_mask.shape)} do not broadcast: expected (L, S) and "
+                    "(N, S) with the same S"
+                ) from None
         mask = keys if mask is None else mask & keys  # (N, 1, L, S)
     return mask

@@ -3,7 +3,7 @@
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_embed, check_mask, check_sequences
+from ._checks import check_bool, check_dropout, check_embed, check_mask, check_sequences
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -79,14 +79,34 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         check_embed(embed_dim, num_heads)
         check_dropout(dropout)
+        check_bool(bias, "bias")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = float(dropout)
         factory = {"device": device, "dtype": dtype}
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
-        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
-        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+        self._make_in_projections(bias, factory)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
+
+    def _make_in_projections(self, bias: bool, factory: dict) -> None:
+        """Create ``q_proj``, ``k_proj`` and ``v_proj``: one :math:`(E, E)` layer each."""
+        E = self.embed_dim
+        self.q_proj = nn.Linear(E, E, bias=bias, **factory)
+        self.k_proj = nn.Linear(E, E, bias=bias, **factory)
+        self.v_proj = nn.Linear(E, E, bias=bias, **factory)
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+        """Project the tokens to queries, keys and values and split each into heads."""
+        H = self.num_heads
+        q = split_heads(self.q_proj(query), H)  # (N, L, E) -> (N, H, L, D)
+        k = split_heads(self.k_proj(key), H)  # (N, S, E) -> (N, H, S, D)
+        v = split_heads(self.v_proj(value), H)  # (N, S, E) -> (N, H, S, D)
+        return q, k, v
+
+    def _attend(self, q, k, v, mask, *, need_weights: bool, dropout_p: float):
+        """Attention on all heads at once; the readable path always computes the weights."""
+        return scaled_dot_product_attention(
+            q, k, v, mask, dropout_p=dropout_p
+        )  # (N, H, L, D), (N, H, L, S)
 
     def forward(
         self,
@@ -112,27 +132,37 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        check_sequences(query, key, value, self.embed_dim)
+        check_sequences(query, key, value, self.embed_dim, like=self.out_proj.weight)
+        check_bool(need_weights, "need_weights")
         N, L, E = query.shape
         S, H = key.shape[1], self.num_heads
-        check_mask(mask, (N, H, L, S))
+        check_mask(mask, (N, H, L, S), query.device)
 
-        q = split_heads(self.q_proj(query), H)  # (N, L, E) -> (N, H, L, D)
-        k = split_heads(self.k_proj(key), H)  # (N, S, E) -> (N, H, S, D)
-        v = split_heads(self.v_proj(value), H)  # (N, S, E) -> (N, H, S, D)
+        q, k, v = self._project(query, key, value)  # (N, H, L, D), (N, H, S, D), (N, H, S, D)
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask, dropout_p=dropout_p
-        )  # (N, H, L, D), (N, H, L, S)
+        out, weights = self._attend(
+            q, k, v, mask, need_weights=need_weights, dropout_p=dropout_p
+        )  # (N, H, L, D), (N, H, L, S) or None
         out = self.out_proj(merge_heads(out))  # (N, H, L, D) -> (N, L, E)
         return out, (weights if need_weights else None)
+
+    def _load_in_projections(self, weight: Tensor, bias: Tensor | None) -> None:
+        """Copy ``nn.MultiheadAttention``'s packed (3E, E) ``in_proj_weight`` (and bias) into
+        ``q_proj``, ``k_proj`` and ``v_proj``, one third each."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        for proj, w in zip(projections, weight.chunk(3), strict=True):  # 3 x (E, E)
+            proj.weight.copy_(w)
+        if bias is not None:
+            for proj, b in zip(projections, bias.chunk(3), strict=True):  # 3 x (E,)
+                proj.bias.copy_(b)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> "MultiHeadAttention":
         """Build a module with every weight and bias of an ``nn.MultiheadAttention``.
 
-        The packed ``in_proj_weight`` (3E, E) is split into ``q_proj``, ``k_proj`` and
-        ``v_proj``; the dtype, device and dropout of ``m`` are kept.
+        The packed ``in_proj_weight`` (3E, E) goes into the input projections (for this class,
+        split into ``q_proj``, ``k_proj`` and ``v_proj``); the dtype, device and dropout of
+        ``m`` are kept.
 
         Args:
             m (nn.MultiheadAttention): the source, with or without bias.
@@ -158,13 +188,9 @@ class MultiHeadAttention(nn.Module):
             device=weight.device,
             dtype=weight.dtype,
         )
-        projections = (ours.q_proj, ours.k_proj, ours.v_proj)
         with torch.no_grad():
-            for proj, w in zip(projections, weight.chunk(3), strict=True):  # 3 x (E, E)
-                proj.weight.copy_(w)
+            ours._load_in_projections(weight, m.in_proj_bias)
             ours.out_proj.weight.copy_(m.out_proj.weight)
             if m.in_proj_bias is not None:
-                for proj, b in zip(projections, m.in_proj_bias.chunk(3), strict=True):  # 3 x (E,)
-                    proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(m.out_proj.bias)
         return ours.train(m.training)

@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from ._checks import check_features, check_mask
+from ._checks import check_bool, check_features, check_int, check_mask
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -36,8 +36,8 @@ class SelfAttention(nn.Module):
 
     def __init__(self, embed_dim: int, *, bias: bool = False, device=None, dtype=None):
         super().__init__()
-        if isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim < 1:
-            raise ValueError(f"embed_dim must be a positive int; got {embed_dim!r}")
+        check_int(embed_dim, "embed_dim")
+        check_bool(bias, "bias")
         self.embed_dim = embed_dim
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
@@ -54,9 +54,9 @@ class SelfAttention(nn.Module):
         Returns:
             tuple[Tensor, Tensor]: output :math:`(N, L, E)` and weights :math:`(N, L, L)`.
         """
-        check_features(x, "x", self.embed_dim)
+        check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
         N, L, E = x.shape
-        check_mask(mask, (N, 1, L, L))  # one head: masks broadcast as for (N, H, L, S)
+        check_mask(mask, (N, 1, L, L), x.device)  # one head: masks broadcast as for (N, H, L, S)
         q = self.q_proj(x)  # (N, L, E)
         k = self.k_proj(x)  # (N, L, E)
         v = self.v_proj(x)  # (N, L, E)

@@ -7,7 +7,42 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["train_classifier", "accuracy", "fit_sentiment_classifier"]
+from ._checks import check_int, check_positive
+
+__all__ = ["train_classifier", "accuracy", "fit_sentiment_classifier", "count_parameters"]
+
+
+def count_parameters(module: nn.Module) -> int:
+    """The number of parameters of ``module`` (every weight and bias, counted once).
+
+    Args:
+        module (nn.Module): the model or layer.
+
+    Returns:
+        int: the total number of parameter entries.
+
+    Examples::
+
+        >>> count_parameters(nn.Linear(4, 3))  # a (3, 4) weight and a (3,) bias
+        15
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be an nn.Module; got {type(module).__name__}")
+    return sum(p.numel() for p in module.parameters())
+
+
+def _check_examples(tokens, labels) -> None:
+    """At least one example, and one label per example."""
+    for name, x in (("tokens", tokens), ("labels", labels)):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if labels.dim() != 1 or len(labels) != len(tokens):
+        raise ValueError(
+            f"labels must be 1-D with one label per sequence of tokens ({len(tokens)}); "
+            f"got shape {tuple(labels.shape)}"
+        )
+    if len(tokens) == 0:
+        raise ValueError("tokens must hold at least one sequence; got 0")
 
 
 @torch.no_grad()
@@ -20,7 +55,8 @@ def accuracy(model: nn.Module, tokens: Tensor, labels: Tensor) -> float:
         labels (Tensor): :math:`(N)` class indices.
 
     Returns:
-        float: the accuracy in [0, 1]; the model's training flag is restored.
+        float: the accuracy in [0, 1]; the model's training flag is restored, also when the
+        model raises.
 
     Examples::
 
@@ -28,10 +64,13 @@ def accuracy(model: nn.Module, tokens: Tensor, labels: Tensor) -> float:
         >>> 0.0 <= accuracy(model, torch.ones(5, 4, dtype=torch.long), torch.zeros(5).long()) <= 1
         True
     """
+    _check_examples(tokens, labels)
     was_training = model.training
     model.eval()
-    logits, _ = model(tokens)  # (N, C)
-    model.train(was_training)
+    try:
+        logits, _ = model(tokens)  # (N, C)
+    finally:
+        model.train(was_training)
     return (logits.argmax(dim=-1) == labels).float().mean().item()
 
 
@@ -76,6 +115,11 @@ def train_classifier(
         >>> [row["epoch"] for row in history]
         [1, 2]
     """
+    _check_examples(tokens, labels)
+    check_int(epochs, "epochs")
+    check_int(batch_size, "batch_size")
+    check_positive(lr, "lr")
+    check_int(seed, "seed", minimum=0)
     g = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     steps = epochs * -(-len(tokens) // batch_size)
@@ -138,6 +182,8 @@ def fit_sentiment_classifier(
     from .classifier import AttentionClassifier
     from .data import CLASSES, VOCAB, make_dataset
 
+    check_int(seed, "seed", minimum=0)
+    check_int(epochs, "epochs")
     train, held_out = make_dataset(4000, seed=1), make_dataset(1000, seed=2)
     torch.manual_seed(seed)
     model = AttentionClassifier(

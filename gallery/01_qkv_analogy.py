@@ -262,37 +262,13 @@ for name, matrix in (("Q", Q), ("K", K), ("V", V)):
 # The values were chosen so that the answer is easy to read: the first three numbers of each
 # value mark which token it came from, and the last number is 2 for every token.
 
-import matplotlib.colors as mcolors
-
-
-def show_matrix(ax, matrix, title, rows, cols, cmap="Blues"):
-    """Draw a small matrix as a heatmap with its numbers written in the cells."""
-    m = matrix.detach().cpu()
-    norm = mcolors.Normalize(vmin=min(0.0, m.min().item()), vmax=max(m.max().item(), 1e-9))
-    ax.imshow(m, cmap=cmap, norm=norm)
-    for i in range(m.shape[0]):
-        for j in range(m.shape[1]):
-            value = m[i, j].item()
-            colour = "white" if norm(value) > 0.6 else "black"
-            ax.text(
-                j,
-                i,
-                f"{value:.2f}".rstrip("0").rstrip("."),
-                ha="center",
-                va="center",
-                color=colour,
-                fontsize=10,
-            )
-    ax.set_xticks(range(m.shape[1]), cols)
-    ax.set_yticks(range(m.shape[0]), rows)
-    ax.set_title(title)
-
+from attention import plot_matrix
 
 features = [f"e{j}" for j in range(E)]
 fig, axes = plt.subplots(1, 3, figsize=(9, 2.8), layout="constrained")
 names = ["Q: queries", "K: keys", "V: values"]
 for ax, matrix, name in zip(axes, [Q, K, V], names, strict=True):
-    show_matrix(ax, matrix, name, tokens, features)
+    plot_matrix(matrix, x_labels=features, y_labels=tokens, ax=ax, title=name)
     ax.set_xlabel("vector entry")
 axes[0].set_ylabel("token")
 fig.suptitle("The inputs: one row per token, E = 4 numbers each")
@@ -340,10 +316,15 @@ print(output)
 # All four steps in one picture:
 
 fig, axes = plt.subplots(1, 4, figsize=(11, 3.6), layout="constrained")
-show_matrix(axes[0], scores, "1. scores  Q Kᵀ", tokens, tokens, cmap="Purples")
-show_matrix(axes[1], scaled, "2. scaled  Q Kᵀ / √E", tokens, tokens, cmap="Purples")
-show_matrix(axes[2], weights, "3. weights  softmax", tokens, tokens, cmap="Oranges")
-show_matrix(axes[3], output, "4. output  weights · V", tokens, features, cmap="Greens")
+top = scores.max().item()  # scores and scaled scores on one colour scale, to compare them
+steps = [
+    (scores, "1. scores  Q Kᵀ", tokens, "Purples", top),
+    (scaled, "2. scaled  Q Kᵀ / √E", tokens, "Purples", top),
+    (weights, "3. weights  softmax", tokens, "Oranges", None),
+    (output, "4. output  weights · V", features, "Greens", None),
+]
+for ax, (matrix, title, cols, cmap, vmax) in zip(axes, steps, strict=True):
+    plot_matrix(matrix, x_labels=cols, y_labels=tokens, ax=ax, title=title, cmap=cmap, vmax=vmax)
 for ax in axes[:3]:
     ax.set_xlabel("key token")
 axes[3].set_xlabel("vector entry")
@@ -352,13 +333,14 @@ fig.suptitle("Attention on three tokens, step by step")
 plt.show()
 
 # %%
-# Read the picture row by row. "the" matches "the" and "sat" equally well and "cat" not at all,
-# so its weights split between those two (with a little left for "cat": a softmax never gives
-# exactly 0). "cat" looks mostly at itself. "sat" has the same score for every key, so its
-# weights are exactly equal, a third each. Because the first three numbers of each value mark
-# its token, the first three columns of the output are the weights themselves; and because every
-# value ends in 2 and the weights of a row sum to 1, the last column of the output is 2 in every
-# row.
+# Panels 1 and 2 share one colour scale, so the division by :math:`\sqrt{E}` shows as paler
+# cells. Read the picture row by row. "the" matches "the" and "sat" equally well and "cat"
+# not at all, so its weights split between those two (with a little left for "cat": a
+# softmax never gives exactly 0). "cat" looks mostly at itself. "sat" has the same score for
+# every key, so its weights are exactly equal, a third each. Because the first three numbers
+# of each value mark its token, the first three columns of the output are the weights
+# themselves; and because every value ends in 2 and the weights of a row sum to 1, the last
+# column of the output is 2 in every row.
 
 # sphinx_gallery_start_ignore
 assert torch.allclose(weights[2], torch.full((L,), 1 / 3, device=device))

@@ -254,7 +254,7 @@ versions = {
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
-    _ = attention.plot_attention(w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label)
+    attention.plot_attention(w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label)
     ax.images[0].set_clim(0.0, 1.0)  # the same colour scale for both panels
     largest = w.max(dim=-1).values.round(decimals=2).tolist()
     print(f"{label:>14}: largest weight of each row {largest}")
@@ -373,9 +373,11 @@ plt.show()
 # - ``_check_qkv`` and ``check_mask`` refuse bad input (wrong dtypes, query and key sizes that
 #   differ, a mask that is not bool) with a message that says what was expected, and choose
 #   the default scale :math:`1/\sqrt{D}`.
-# - ``scores = query @ key.transpose(-2, -1) * scale`` is steps 1 and 2; ``softmax(dim=-1)`` is
-#   step 3 and ``weights @ value`` is step 4. Both products work on the last two axes, so any
-#   batch or head dimensions in front ride along, as above.
+# - ``scores = (query * scale) @ key.transpose(-2, -1)`` is steps 1 and 2; ``softmax(dim=-1)``
+#   is step 3 and ``weights @ value`` is step 4. The queries are scaled *before* the product:
+#   in ``float16`` an unscaled :math:`QK^\top` can overflow (above 65504) while the scaled
+#   scores fit, as in PyTorch's own math kernel. Both products work on the last two axes, so
+#   any batch or head dimensions in front ride along, as above.
 # - The ``mask`` lines: a mask is a bool tensor with ``True`` where a query may attend to a key.
 #   Blocked scores are replaced by the most negative finite number before the softmax, so they
 #   get weight 0, and the weights are zeroed again after it, which covers a query that may

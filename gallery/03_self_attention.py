@@ -89,29 +89,16 @@ N, L, E = x.shape
 print(f"N = {N} sentence, L = {L} tokens, E = {E} features;  x: {tuple(x.shape)}")
 
 # %%
-# A helper draws a small labelled table, used for the embedding here and for the other tables
-# on this page.
+# :func:`attention.plot_matrix` draws a small labelled table, used for the embedding here and
+# for the other tables on this page.
 
 import matplotlib.pyplot as plt
 
-
-def show_table(ax, matrix, rows, cols, title, cmap="Blues", vmax=None):
-    """Draw a matrix as a heatmap with row and column labels and its numbers in the cells."""
-    m = matrix.detach().cpu()
-    vmax = vmax or max(m.abs().max().item(), 1e-9)
-    ax.imshow(m, cmap=cmap, vmin=0.0, vmax=vmax)
-    for i in range(m.shape[0]):
-        for j in range(m.shape[1]):
-            if m[i, j].abs() > 0.005:
-                colour = "white" if m[i, j] > 0.6 * vmax else "black"
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", color=colour)
-    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
-    ax.set_yticks(range(len(rows)), rows)
-    ax.set_title(title)
-
+from attention import plot_matrix
 
 fig, ax = plt.subplots(figsize=(4.4, 4.4), layout="constrained")
-show_table(ax, x[0], words, FEATURES, "The embedding: one row per word")
+title = "The embedding: one row per word"
+plot_matrix(x[0], x_labels=FEATURES, y_labels=words, ax=ax, title=title)
 ax.set_xlabel("feature (embedding entry)")
 ax.set_ylabel("word")
 plt.show()
@@ -165,7 +152,7 @@ print("the module gives the same weights and output as the lines above")
 # on both axes (queries down the side, keys along the bottom), on a colour scale from 0 to 1:
 
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
-_ = attention.plot_attention(weights[0], x_tokens=words, ax=ax, title="A random head")
+attention.plot_attention(weights[0], x_tokens=words, ax=ax, title="A random head")
 ax.images[0].set_clim(0.0, 1.0)
 plt.show()
 print(f"weights between {weights.min():.3f} and {weights.max():.3f}; uniform would be {1 / L:.3f}")
@@ -217,7 +204,14 @@ with torch.no_grad():
     head.v_proj.weight.copy_(torch.eye(E))
 
 fig, ax = plt.subplots(figsize=(5.2, 4.4), layout="constrained")
-show_table(ax, head.q_proj.weight, FEATURES, FEATURES, "The query projection W_Q", "Purples")
+plot_matrix(
+    W_Q,
+    x_labels=FEATURES,
+    y_labels=FEATURES,
+    ax=ax,
+    title="The query projection W_Q",
+    cmap="Purples",
+)
 ax.set_xlabel("feature the word has (input)")
 ax.set_ylabel("feature the query looks for (output)")
 plt.show()
@@ -232,7 +226,7 @@ plt.show()
 
 out, weights = head(x)  # (N, L, E), (N, L, L)
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
-_ = attention.plot_attention(weights[0], x_tokens=words, ax=ax, title="A hand-set head")
+attention.plot_attention(weights[0], x_tokens=words, ax=ax, title="A hand-set head")
 ax.images[0].set_clim(0.0, 1.0)
 plt.show()
 
@@ -285,8 +279,9 @@ assert torch.allclose(w0[index["hungry"], index["cats"]], w0[index["hungry"], in
 # average of the feature vectors of the words it attended to. Before and after:
 
 fig, axes = plt.subplots(1, 2, figsize=(7.4, 4.6), layout="constrained")
-show_table(axes[0], x[0], words, FEATURES, "Input x (the embedding)", vmax=1.0)
-show_table(axes[1], out[0], words, FEATURES, "Output of the head", "Greens", vmax=1.0)
+labels = {"x_labels": FEATURES, "y_labels": words, "vmax": 1.0}
+plot_matrix(x[0], ax=axes[0], title="Input x (the embedding)", **labels)
+plot_matrix(out[0], ax=axes[1], title="Output of the head", cmap="Greens", **labels)
 for ax in axes:
     ax.set_xlabel("feature")
 axes[0].set_ylabel("word")

@@ -186,6 +186,18 @@ plt.show()
 #    :language: python
 #    :pyobject: MultiHeadAttention.forward
 #
+# The projection step and the attention call are two small methods of their own, the ones
+# :class:`attention.FusedMultiHeadAttention` overrides to pack the projections and to call
+# PyTorch's fused kernel:
+#
+# .. literalinclude:: ../../attention/multi_head.py
+#    :language: python
+#    :pyobject: MultiHeadAttention._project
+#
+# .. literalinclude:: ../../attention/multi_head.py
+#    :language: python
+#    :pyobject: MultiHeadAttention._attend
+#
 # The batch of 4 sentences, 10 tokens and 512 dimensions, with 8 heads:
 
 from attention import MultiHeadAttention
@@ -282,9 +294,7 @@ plt.show()
 # takes ``H * L * L * D = L * L * E`` multiply-adds either way. The counts, printed by the code:
 
 
-def count(module):
-    return sum(p.numel() for p in module.parameters())
-
+from attention.training import count_parameters as count
 
 one = MultiHeadAttention(E, 1).to(device).eval()
 eight = MultiHeadAttention(E, 8).to(device).eval()

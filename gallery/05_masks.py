@@ -77,47 +77,38 @@ print(padding[:, 0, 0].int())
 # Drawn, with the sentence on the axes (green: may attend, grey: blocked):
 
 import matplotlib.pyplot as plt
-from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
 
-MASK_COLOURS = ListedColormap(["#d0d0d0", "#2ca02c"])  # blocked, may attend
-LEGEND = [Patch(color="#2ca02c", label="may attend"), Patch(color="#d0d0d0", label="blocked")]
-
-
-def draw_mask(ax, allowed, x_labels, y_labels, title, text=None):
-    """Draw a 2-D mask: green where a query may attend, grey where it is blocked."""
-    allowed = allowed.cpu()
-    ax.imshow(allowed.int().numpy(), cmap=MASK_COLOURS, vmin=0, vmax=1)
-    ax.set_xticks(range(allowed.shape[1]), x_labels, rotation=90)
-    ax.set_yticks(range(allowed.shape[0]), y_labels)
-    ax.set_xticks([i - 0.5 for i in range(1, allowed.shape[1])], minor=True)
-    ax.set_yticks([i - 0.5 for i in range(1, allowed.shape[0])], minor=True)
-    ax.grid(which="minor", color="white", lw=1.5)
-    ax.tick_params(which="minor", length=0)
-    ax.set_title(title, fontsize=10)
-    if text is not None:
-        for i, value in enumerate(text):
-            row, column = divmod(i, allowed.shape[1])
-            ax.text(column, row, value, ha="center", va="center", fontsize=8)
-
+from attention import mask_legend, plot_mask
 
 fig, axes = plt.subplots(1, 3, figsize=(10, 4), layout="constrained")
-draw_mask(axes[0], causal, sentences[0], sentences[0], "causal_mask(6): (L, S)")
+plot_mask(
+    causal,
+    x_labels=sentences[0],
+    y_labels=sentences[0],
+    ax=axes[0],
+    title="causal_mask(6): (L, S)",
+)
 axes[0].set_xlabel("key")
 axes[0].set_ylabel("query")
-draw_mask(
-    axes[1],
+plot_mask(
     padding[:, 0, 0],
-    range(S),
-    [" ".join(s) for s in sentences],
-    "padding_mask(lengths, 6): (N, 1, 1, S)",
+    x_labels=range(S),
+    y_labels=[" ".join(s) for s in sentences],
+    ax=axes[1],
+    title="padding_mask(lengths, 6): (N, 1, 1, S)",
 )
 axes[1].set_xlabel("key position")
 axes[1].set_ylabel("sentence")
-draw_mask(axes[2], both[1, 0], padded[1], padded[1], "causal & padding: sentence 1")
+plot_mask(
+    both[1, 0],
+    x_labels=padded[1],
+    y_labels=padded[1],
+    ax=axes[2],
+    title="causal & padding: sentence 1",
+)
 axes[2].set_xlabel("key")
 axes[2].set_ylabel("query")
-fig.legend(handles=LEGEND, loc="outside lower center", ncols=2)
+fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("The two masks and their combination (True = may attend)")
 plt.show()
 
@@ -149,7 +140,7 @@ assert blocked_weights.abs().max() == 0
 assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
 
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
-_ = plot_attention(weights[1, 0], x_tokens=padded[1], ax=ax, title="Head 0 on 'a dog ran', masked")
+plot_attention(weights[1, 0], x_tokens=padded[1], ax=ax, title="Head 0 on 'a dog ran', masked")
 plt.show()
 
 # %%
@@ -291,10 +282,17 @@ for ax, (title, values) in zip(axes, stored, strict=True):
         ("T" if v else "F") if values.dtype == torch.bool else f"{v:g}"
         for v in values.flatten().tolist()
     ]
-    draw_mask(ax, meaning, padded[1], padded[1], title, text)
+    plot_mask(
+        meaning,
+        x_labels=padded[1],
+        y_labels=padded[1],
+        ax=ax,
+        title=title,
+        text=text,
+    )
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-fig.legend(handles=LEGEND, loc="outside lower center", ncols=2)
+fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("One mask, three conventions (colour: meaning, text: the value stored)")
 plt.show()
 
@@ -556,7 +554,13 @@ assert not torch.allclose(top_left, truth, atol=1e-2)
 
 tokens_all = [f"t{i}" for i in range(S_all)]
 fig, axes = plt.subplots(1, 3, figsize=(10, 4.6), layout="constrained")
-draw_mask(axes[0], causal_mask(S_all), tokens_all, tokens_all, "full sequence: causal_mask(6)")
+plot_mask(
+    causal_mask(S_all),
+    x_labels=tokens_all,
+    y_labels=tokens_all,
+    ax=axes[0],
+    title="full sequence: causal_mask(6)",
+)
 axes[0].add_patch(
     plt.Rectangle(
         (-0.5, S_all - L_new - 0.5),
@@ -571,17 +575,23 @@ axes[0].add_patch(
 )
 axes[0].set_ylabel("query")
 upper_left = torch.ones(L_new, S_all, dtype=torch.bool).tril()  # what is_causal=True uses
-draw_mask(
-    axes[1],
+plot_mask(
     causal_mask(L_new, S_all),
-    tokens_all,
-    tokens_all[-L_new:],
-    "causal_mask(2, 6): bottom-right",
+    x_labels=tokens_all,
+    y_labels=tokens_all[-L_new:],
+    ax=axes[1],
+    title="causal_mask(2, 6): bottom-right",
 )
-draw_mask(axes[2], upper_left, tokens_all, tokens_all[-L_new:], "is_causal=True: top-left")
+plot_mask(
+    upper_left,
+    x_labels=tokens_all,
+    y_labels=tokens_all[-L_new:],
+    ax=axes[2],
+    title="is_causal=True: top-left",
+)
 for ax in axes:
     ax.set_xlabel("key (t0-t3 cached, t4-t5 new)")
-fig.legend(handles=LEGEND, loc="outside lower center", ncols=2)
+fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("Two new tokens attending to six keys: which causal mask is right")
 plt.show()
 

@@ -60,9 +60,7 @@ N, L, E, H = 4, 10, 512, 8
 block = TransformerBlock(E, H, ffn_dim=2048, dropout=0.1).to(device)
 
 
-def count(module):
-    return sum(p.numel() for p in module.parameters())
-
+from attention.training import count_parameters as count
 
 for name, part in [
     ("self_attn", block.self_attn),

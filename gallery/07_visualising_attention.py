@@ -76,7 +76,7 @@ shape = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "max_len": 12, "dropo
 untrained = AttentionClassifier(len(VOCAB), len(CLASSES), **shape).to(device).eval()
 with torch.no_grad():
     _, untrained_weights = untrained(example, need_weights=True)
-_ = plot_attention(
+plot_attention(
     untrained_weights[0][0],
     x_tokens=sentence,
     title="Untrained classifier, layer 1, per head",
@@ -195,7 +195,7 @@ claim(
     above=0.5,
 )
 
-_ = plot_attention(
+plot_attention(
     example_weights[0][0],
     x_tokens=sentence,
     title="Trained classifier, layer 1, per head",
@@ -216,7 +216,7 @@ claim("layer 1, sharpest head's mean row maximum", row_max_1.max(), above=0.5)
 #
 # The second layer:
 
-_ = plot_attention(
+plot_attention(
     example_weights[1][0],
     x_tokens=sentence,
     title="Trained classifier, layer 2, per head",

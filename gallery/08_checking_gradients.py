@@ -300,7 +300,7 @@ print(
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
 #    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = query @ key.transpose
+#    :start-at: scores = (query * scale) @ key
 #    :end-at: weights = weights.masked_fill
 #    :dedent: 4
 #

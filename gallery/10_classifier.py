@@ -221,10 +221,10 @@ for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     words, n = decode(held_out_tokens[i]), int(real[i].sum())
     predicted = int(probabilities[i].argmax())
     panel = weights[not_layer - 1][i, not_head, :n, :n]  # (L, S) of this sentence
-    _ = plot_attention(panel, x_tokens=words, ax=ax, vmax=1.0)  # one scale for the three
+    plot_attention(panel, x_tokens=words, ax=ax, vmax=1.0)  # one colour scale for the three
     ax.set_title(f"{kind}\npredicted {CLASSES[predicted]} ({probabilities[i, predicted]:.0%})")
     if kind == "flipping 'not'":  # its column is the brightest of the panel
-        columns = weights[not_layer - 1][i, not_head, :n, :n].sum(0)  # (S,)
+        columns = panel.sum(0)  # (S,)
         not_column = columns[words.index("not")]
         claim(
             "flipping 'not' column / the next brightest",
@@ -345,7 +345,7 @@ print(f"the 'not' head, layer {not_layer}, head {not_head}: "
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
 #    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = query @ key
+#    :start-at: scores = (query * scale) @ key
 #    :end-at: weights = weights.masked_fill
 #    :dedent: 4
 #

@@ -135,8 +135,21 @@ print(f"{2 * n**3 / 1e9:.1f} GFLOP in {matmul_ms:.2f} ms: {matmul_gflops:.0f} GF
 #
 # :class:`attention.MultiHeadAttention` projects the queries, keys and values with three
 # :math:`(E, E)` matrices; :class:`attention.FusedMultiHeadAttention` stacks them into one
-# :math:`(3E, E)` matrix, ``qkv_proj``, and makes one call for self-attention. The two modules
-# below hold the same weights, copied from one ``nn.MultiheadAttention``.
+# :math:`(3E, E)` matrix, ``qkv_proj``, and makes one call for self-attention. It is a subclass
+# of :class:`attention.MultiHeadAttention` that writes again only what fusing changes: the
+# projection step, and the attention call, which goes to PyTorch's fused kernel when the
+# weights are not needed (the constructor and ``from_torch`` hooks that create and load
+# ``qkv_proj`` are in the same file):
+#
+# .. literalinclude:: ../../attention/fused.py
+#    :language: python
+#    :pyobject: FusedMultiHeadAttention._project
+#
+# .. literalinclude:: ../../attention/fused.py
+#    :language: python
+#    :pyobject: FusedMultiHeadAttention._attend
+#
+# The two modules below hold the same weights, copied from one ``nn.MultiheadAttention``.
 
 from torch import nn
 

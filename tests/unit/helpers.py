@@ -94,3 +94,17 @@ def check_module_gradients(module, *inputs, gradgrad: bool = True, **kwargs) -> 
     assert gradcheck(f, args, fast_mode=True)
     if gradgrad:
         assert gradgradcheck(f, args, fast_mode=True)
+
+
+# Entries whose unscaled q . k (64 products of big * big) overflows the format (65504 for
+# float16, 3.4e38 for bfloat16) while the scaled score, divided by sqrt(64) = 8, fits.
+NEAR_RANGE = {torch.float16: 40.0, torch.bfloat16: 4e18}
+
+
+def near_range(low, N=2, L=5, D=64):
+    """(N, L, D) entries of +-big in ``low``: each row's dot product with itself overflows
+    before scaling; the first row is constant (all 40s in float16 gave NaN when the product was
+    scaled after it was computed)."""
+    signs = torch.randint(0, 2, (N, L, D), generator=torch.Generator().manual_seed(0)) * 2 - 1
+    signs[:, 0] = 1
+    return (NEAR_RANGE[low] * signs).to(low)

@@ -42,6 +42,8 @@ MODULES = [obj for _, obj in PUBLIC if isinstance(obj, type) and issubclass(obj,
 # the shape in full ("same shape" as the input): no Shape: section needed.
 NO_SHAPE = {
     "plot_attention",  # array-like weights, described in Args; returns a Figure
+    "mask_legend",  # no tensors: legend entries
+    "count_parameters",  # a module in, a number out
     "to_torch_attn_mask",  # returns ``~mask``, same shape
     "encode",
     "decode",

@@ -4,8 +4,10 @@ argument, what was expected and what arrived. And the empty sequence, which is n
 Each message is matched on the argument's name and the expectation, not on exact wording.
 """
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
+from torch import nn
 
 from attention import (
     AttentionClassifier,
@@ -15,8 +17,18 @@ from attention import (
     PositionalEncoding,
     SelfAttention,
     TransformerBlock,
+    padding_mask,
+    plot_attention,
     scaled_dot_product_attention,
     tiled_attention,
+)
+from attention.data import decode, make_dataset
+from attention.masks import from_torch_masks, to_torch_attn_mask, to_torch_key_padding_mask
+from attention.training import (
+    accuracy,
+    count_parameters,
+    fit_sentiment_classifier,
+    train_classifier,
 )
 
 E = 8
@@ -32,6 +44,8 @@ SEQUENCE_MODULES = {
     "TransformerBlock-pre-LN": (lambda: TransformerBlock(E, 2, ffn_dim=16, norm_first=True), "x"),
     "PositionalEncoding": (lambda: PositionalEncoding(E, max_len=8), "x"),
 }
+# PositionalEncoding has no parameters: it adds its table in the input's dtype.
+WITH_PARAMETERS = {k: v for k, v in SEQUENCE_MODULES.items() if k != "PositionalEncoding"}
 # The modules whose input must be exactly 3-D (FeedForward, like nn.Linear, is position-wise).
 THREE_D_MODULES = {k: v for k, v in SEQUENCE_MODULES.items() if k != "FeedForward"}
 MASKED_MODULES = {
@@ -99,15 +113,31 @@ def test_functional_dropout_outside_zero_one():
         scaled_dot_product_attention(q, q, q, dropout_p=1.0)
 
 
-@pytest.mark.parametrize("embed_dim", [0, 2.5])
-def test_self_attention_embed_dim_not_a_positive_int(embed_dim):
-    with pytest.raises(ValueError, match=rf"embed_dim must be a positive int; got {embed_dim}"):
+def test_self_attention_embed_dim_below_one():
+    with pytest.raises(ValueError, match=r"embed_dim must be at least 1; got 0"):
+        SelfAttention(0)
+
+
+@pytest.mark.parametrize("embed_dim", [2.5, "8", True])
+def test_self_attention_embed_dim_not_an_int(embed_dim):
+    # One rule for every module: a wrong type is a TypeError, as in MultiHeadAttention('8', 2).
+    with pytest.raises(TypeError, match=r"embed_dim must be an int; got (float|str|bool)"):
         SelfAttention(embed_dim)
+    with pytest.raises(TypeError, match=r"embed_dim must be an int"):
+        MultiHeadAttention(embed_dim, 2)
 
 
-@pytest.mark.parametrize("pad_id", [-1, 10])
-def test_classifier_pad_id_outside_the_vocabulary(pad_id):
-    with pytest.raises(ValueError, match=rf"pad_id must be in \[0, vocab_size=10\); got {pad_id}"):
+@pytest.mark.parametrize(
+    "pad_id, error, match",
+    [
+        (-1, ValueError, r"pad_id must be at least 0; got -1"),
+        (10, ValueError, r"pad_id must be in \[0, vocab_size=10\); got 10"),
+        (None, TypeError, r"pad_id must be an int; got NoneType"),
+        (1.5, TypeError, r"pad_id must be an int; got float"),
+    ],
+)
+def test_classifier_pad_id(pad_id, error, match):
+    with pytest.raises(error, match=match):
         AttentionClassifier(10, 2, embed_dim=E, num_heads=2, num_layers=1, max_len=4, pad_id=pad_id)
 
 
@@ -250,14 +280,24 @@ def test_functional_mask_not_broadcastable():
 # --- tokens and lengths --------------------------------------------------------------------
 
 
-def test_float_token_ids():
-    with pytest.raises(TypeError, match=r"tokens must be an integer tensor; got torch.float32"):
-        _classifier()(torch.ones(2, 3))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint8, torch.int16, torch.int8])
+def test_token_ids_of_a_dtype_nn_embedding_refuses(dtype):
+    # uint8 and int16 are integers, but nn.Embedding takes int64 and int32 only.
+    with pytest.raises(
+        TypeError, match=rf"tokens must be an integer tensor \(int64 or int32\); got {dtype}"
+    ):
+        _classifier()(torch.ones(2, 3, dtype=dtype))
 
 
-def test_bool_token_ids():
-    with pytest.raises(TypeError, match=r"tokens must be an integer tensor; got torch.bool"):
-        _classifier()(torch.ones(2, 3, dtype=torch.bool))
+def test_int32_token_ids_are_accepted():
+    tokens = torch.tensor([[1, 2, 0]])
+    model = _classifier().eval()
+    assert torch.equal(model(tokens.int())[0], model(tokens)[0])
+
+
+def test_token_ids_on_another_device():
+    with pytest.raises(ValueError, match=r"tokens must be on the model's device \(cpu\); got meta"):
+        _classifier()(torch.ones(2, 3, dtype=torch.long, device="meta"))
 
 
 def test_token_ids_not_2d():
@@ -327,3 +367,252 @@ def test_empty_sequence_in_the_classifier(need_weights):
     assert logits.shape == (2, 2) and logits.isfinite().all()
     if need_weights:
         assert [w.shape for w in weights] == [(2, 2, 0, 0)]
+
+
+# --- dtypes and devices --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["key", "value"])
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, tiled_attention])
+def test_functional_mixed_dtypes(fn, which):
+    q = torch.randn(2, 3, 4)
+    inputs = {"query": q, "key": q, "value": q, which: q.double()}
+    with pytest.raises(
+        TypeError,
+        match=rf"{which} must have the same dtype as query \(torch.float32\); got "
+        r"torch.float64",
+    ):
+        fn(**inputs)
+
+
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, tiled_attention])
+def test_functional_inputs_on_different_devices(fn):
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"key must be on the same device as query \(cpu\)"):
+        fn(q, q.to("meta"), q)
+
+
+@pytest.mark.parametrize("make, arg", WITH_PARAMETERS.values(), ids=WITH_PARAMETERS.keys())
+def test_module_input_of_another_dtype(make, arg):
+    # float64 into a float32 module used to fail inside matmul ("expected scalar type Float").
+    with pytest.raises(
+        TypeError,
+        match=rf"\b{arg} must have the same dtype as the module's parameters \(torch.float32\); "
+        r"got torch.float64",
+    ):
+        make()(torch.randn(2, 3, E, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, FusedMultiHeadAttention])
+def test_module_key_of_another_dtype(cls):
+    x = torch.randn(2, 3, E)
+    with pytest.raises(TypeError, match=r"key must have the same dtype as the module's"):
+        cls(E, 2)(x, x.double(), x)
+
+
+def test_module_input_under_autocast_may_differ_in_dtype():
+    # Autocast feeds bfloat16 activations into float32 modules: that is not an error.
+    block = TransformerBlock(E, 2, ffn_dim=16, dropout=0.0).eval()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = block(torch.randn(2, 3, E, dtype=torch.bfloat16))
+    assert out.shape == (2, 3, E) and out.isfinite().all()
+
+
+@pytest.mark.parametrize("make, arg", MASKED_MODULES.values(), ids=MASKED_MODULES.keys())
+def test_module_mask_on_another_device(make, arg):
+    mask = torch.ones(3, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match=r"mask must be on the same device as the inputs \(cpu\)"):
+        make()(torch.randn(2, 3, E), mask=mask)
+
+
+def test_fused_fast_path_mask_on_another_device():
+    # A meta mask on the need_weights=False path used to return uninitialised memory silently.
+    mask = torch.ones(3, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match=r"mask must be on the same device as the inputs \(cpu\)"):
+        FusedMultiHeadAttention(E, 2)(torch.randn(2, 3, E), mask=mask, need_weights=False)
+
+
+def test_functional_mask_on_another_device():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"mask must be on the same device as the inputs"):
+        scaled_dot_product_attention(q, q, q, torch.ones(3, 3, dtype=torch.bool, device="meta"))
+
+
+# --- numbers: scale, eps, norm_first, max_len ----------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), 0.0, -1.0])
+@pytest.mark.parametrize("fn", [scaled_dot_product_attention, tiled_attention])
+def test_scale_not_a_positive_finite_number(fn, scale):
+    # nan used to pass the "positive" check (nan <= 0 is False) and give all-NaN output.
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=rf"scale must be a positive finite number; got {scale}"):
+        fn(q, q, q, scale=scale)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"layer_norm_eps": -1}, ValueError, r"layer_norm_eps must be a positive finite number"),
+        ({"layer_norm_eps": 0.0}, ValueError, r"layer_norm_eps must be a positive finite number"),
+        ({"layer_norm_eps": float("nan")}, ValueError, r"layer_norm_eps .* got nan"),
+        ({"layer_norm_eps": "1e-5"}, TypeError, r"layer_norm_eps .*; got str"),
+        ({"norm_first": "no"}, TypeError, r"norm_first must be a bool; got str"),
+        ({"norm_first": 0}, TypeError, r"norm_first must be a bool; got int"),
+        ({"bias": None}, TypeError, r"bias must be a bool; got NoneType"),
+    ],
+)
+def test_transformer_block_arguments(kwargs, error, match):
+    # Checked at construction: eps=-1 used to give NaN and norm_first='no' the pre-LN branch.
+    with pytest.raises(error, match=match):
+        TransformerBlock(E, 2, ffn_dim=16, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "max_len, error, match",
+    [
+        (-1, ValueError, r"max_len must be at least 1; got -1"),
+        (0, ValueError, r"max_len must be at least 1; got 0"),
+        (2.5, TypeError, r"max_len must be an int; got float"),
+    ],
+)
+def test_positional_encoding_max_len(max_len, error, match):
+    with pytest.raises(error, match=match):
+        PositionalEncoding(E, max_len=max_len)
+
+
+# --- mask helpers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lengths, error, match",
+    [
+        (None, TypeError, r"lengths must be a 1-D integer tensor or a list of ints; got NoneType"),
+        ("ab", TypeError, r"lengths must be a 1-D integer tensor or a list of ints; got str"),
+        ([1.5], TypeError, r"lengths must be .* a list of ints; got \[1.5\]"),
+    ],
+)
+def test_padding_mask_lengths_of_the_wrong_type(lengths, error, match):
+    with pytest.raises(error, match=match):
+        padding_mask(lengths, 4)
+
+
+@pytest.mark.parametrize("convert", [to_torch_key_padding_mask, to_torch_attn_mask])
+def test_mask_converters_refuse_none(convert):
+    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor .*; got None"):
+        convert(None)
+
+
+def test_from_torch_masks_that_do_not_broadcast():
+    attn_mask = torch.zeros(3, 4, dtype=torch.bool)  # (L, S) with S = 4
+    key_padding_mask = torch.zeros(2, 5, dtype=torch.bool)  # (N, S) with S = 5
+    with pytest.raises(
+        ValueError,
+        match=r"attn_mask of shape \(3, 4\) and key_padding_mask of shape \(2, 5\) "
+        r"do not broadcast",
+    ):
+        from_torch_masks(attn_mask, key_padding_mask)
+
+
+# --- plot_attention ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (3, 0), (0, 3, 4), (2, 0, 4)])
+def test_plot_attention_with_nothing_to_draw(shape):
+    with pytest.raises(ValueError, match=r"weights has nothing to draw; got shape"):
+        plot_attention(torch.rand(*shape))
+
+
+def test_plot_attention_title_not_a_string():
+    with pytest.raises(TypeError, match=r"title must be a str or None; got int"):
+        plot_attention(torch.rand(2, 3), title=3)
+    plt.close("all")
+
+
+# --- data and training helpers -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ids, error, match",
+    [
+        ([1, -1], ValueError, r"ids must lie in \[0, len\(VOCAB\)=24\); got \[-1\]"),
+        (torch.tensor([1, 99]), ValueError, r"ids must lie in .*; got \[99\]"),
+        ([1.0], TypeError, r"ids must be a 1-D integer tensor or a list of ints"),
+        (torch.tensor([1.0]), TypeError, r"ids must be a 1-D integer tensor or a list of ints"),
+    ],
+)
+def test_decode_bad_ids(ids, error, match):
+    # A negative id used to index VOCAB from the end and return a word silently.
+    with pytest.raises(error, match=match):
+        decode(ids)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        ((-1,), {}, ValueError, r"n must be at least 0; got -1"),
+        ((2.0,), {}, TypeError, r"n must be an int; got float"),
+        ((4,), {"seed": "1"}, TypeError, r"seed must be an int; got str"),
+        ((4,), {"min_len": 2}, ValueError, r"min_len must be at least 3; got 2"),
+    ],
+)
+def test_make_dataset_bad_arguments(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_dataset(*args, **kwargs)
+
+
+def _tiny_model():
+    return AttentionClassifier(25, 2, embed_dim=8, num_heads=2, num_layers=1, max_len=12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"epochs": 0}, ValueError, r"epochs must be at least 1; got 0"),
+        ({"batch_size": 0}, ValueError, r"batch_size must be at least 1; got 0"),
+        ({"batch_size": -4}, ValueError, r"batch_size must be at least 1; got -4"),
+        ({"batch_size": 8.0}, TypeError, r"batch_size must be an int; got float"),
+        ({"lr": float("nan")}, ValueError, r"lr must be a positive finite number; got nan"),
+    ],
+)
+def test_train_classifier_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        train_classifier(_tiny_model(), *make_dataset(8), log=None, **kwargs)
+
+
+def test_train_classifier_labels_of_another_length():
+    tokens, labels = make_dataset(8)
+    with pytest.raises(ValueError, match=r"labels must be 1-D with one label per sequence .*\(8\)"):
+        train_classifier(_tiny_model(), tokens, labels[:5], log=None)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"epochs": 0}, ValueError, r"epochs must be at least 1; got 0"),
+        ({"seed": "0"}, TypeError, r"seed must be an int; got str"),
+    ],
+)
+def test_fit_sentiment_classifier_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fit_sentiment_classifier(log=None, **kwargs)
+
+
+def test_accuracy_on_an_empty_set():
+    # Used to return NaN.
+    empty = torch.zeros(0, 12, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"tokens must hold at least one sequence; got 0"):
+        accuracy(_tiny_model(), *empty)
+
+
+def test_accuracy_restores_the_training_flag_when_forward_raises():
+    model = _tiny_model().train()
+    tokens = torch.full((2, 12), 99)  # ids outside the vocabulary: forward raises
+    with pytest.raises(ValueError, match=r"token ids must lie in"):
+        accuracy(model, tokens, torch.zeros(2, dtype=torch.long))
+    assert model.training
+
+
+def test_count_parameters_of_something_else():
+    with pytest.raises(TypeError, match=r"module must be an nn.Module; got list"):
+        count_parameters([nn.Linear(2, 2)])

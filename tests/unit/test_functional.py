@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from attention import causal_mask, scaled_dot_product_attention, tiled_attention
 
-from .helpers import assert_close, random_mask, torch_lower_right
+from .helpers import NEAR_RANGE, assert_close, near_range, random_mask, torch_lower_right
 
 # (batch shape, L, S, D, Dv): no batch, one and two batch dims, L != S both ways, Dv != D.
 SHAPES = [
@@ -133,14 +133,54 @@ def test_tiled_attention_survives_scores_far_beyond_exp_range():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"block_size": 0}, ValueError, r"block_size must be a positive int; got 0"),
-        ({"block_size": 2.0}, ValueError, r"block_size must be a positive int; got 2.0"),
-        ({"block_size": True}, ValueError, r"block_size must be a positive int; got True"),
+        ({"block_size": 0}, ValueError, r"block_size must be at least 1; got 0"),
+        ({"block_size": 2.0}, TypeError, r"block_size must be an int; got float"),
+        ({"block_size": True}, TypeError, r"block_size must be an int; got bool"),
         ({"causal": 1}, TypeError, r"causal must be a bool; got int"),
-        ({"scale": -1.0}, ValueError, r"scale must be a positive number or None; got -1.0"),
+        ({"scale": -1.0}, ValueError, r"scale must be a positive finite number; got -1.0"),
+        ({"scale": "1"}, TypeError, r"scale must be a positive finite number; got str"),
     ],
 )
 def test_tiled_attention_rejects_bad_options(kwargs, error, match):
     q = torch.randn(2, 3, 4)
     with pytest.raises(error, match=match):
         tiled_attention(q, q, q, **kwargs)
+
+
+# --- low precision near the format's range -------------------------------------------------
+
+LOW = pytest.mark.parametrize("low", NEAR_RANGE, ids=["float16", "bfloat16"])
+
+
+@LOW
+def test_every_functional_path_agrees_near_the_range_of_the_format(low):
+    # Computing (q @ k^T) * scale gave all NaN in float16: the product overflowed first.
+    x = near_range(low)
+    v = torch.randn(x.shape).to(low)
+    reference = F.scaled_dot_product_attention(x.double(), x.double(), v.double())
+    outputs = {
+        "ours": scaled_dot_product_attention(x, x, v)[0],
+        "tiled": tiled_attention(x, x, v, block_size=2),
+        "torch": F.scaled_dot_product_attention(x, x, v),
+    }
+    for name, out in outputs.items():
+        assert out.isfinite().all(), name
+        # One rounding of v to the format (eps 2**-10 or 2**-7) and a few in the softmax sums.
+        torch.testing.assert_close(out.double(), reference, atol=3e-2, rtol=3e-2, msg=name)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("L, S", [(3, 0), (0, 4), (0, 0)])
+def test_tiled_attention_on_empty_inputs_gives_the_reference_gradients(L, S, causal):
+    # With S = 0 the output used to have no grad_fn, so backward raised.
+    q = torch.randn(2, L, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, S, 4, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, S, 3, dtype=torch.float64, requires_grad=True)
+    out = tiled_attention(q, k, v, causal=causal)
+    mask = causal_mask(L, S) if causal else None
+    reference = scaled_dot_product_attention(q, k, v, mask)[0]
+    assert torch.equal(out, reference) and out.shape == (2, L, 3)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected = torch.autograd.grad(reference.sum(), (q, k, v))
+    for got, want in zip(grads, expected, strict=True):
+        assert torch.equal(got, want) and not got.any()

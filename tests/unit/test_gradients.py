@@ -84,9 +84,11 @@ def test_fused_multi_head_attention(need_weights):
     module = FusedMultiHeadAttention(4, 2, **F64)
     x, mask = randn(2, 3, 4), _mask(2, 3, 3)
     kwargs = {"mask": mask, "need_weights": need_weights}
-    # First with whichever SDPA kernel torch picks (on the CPU, flash: first derivatives only)...
+    # First with whichever SDPA kernel torch picks. For need_weights=False on the CPU that is
+    # flash attention, whose backward has no derivative of its own (no double backward; see the
+    # note in FusedMultiHeadAttention's docstring), so gradgradcheck is skipped here...
     check_module_gradients(module, x, gradgrad=False, **kwargs)
-    # ...then the second derivatives through the math kernel, which has them.
+    # ...and the second derivatives are checked through the math kernel, which has them.
     with sdpa_kernel(SDPBackend.MATH):
         check_module_gradients(module, x, **kwargs)
 

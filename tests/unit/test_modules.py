@@ -23,7 +23,7 @@ from attention import (
     padding_mask,
 )
 
-from .helpers import assert_close, blocked_for_torch, randn, random_mask
+from .helpers import assert_close, blocked_for_torch, near_range, randn, random_mask
 
 MHA_CLASSES = [MultiHeadAttention, FusedMultiHeadAttention]
 N, E, H = 3, 16, 4
@@ -279,9 +279,29 @@ def test_transformer_block_from_torch_keeps_options(norm_first, bias, training):
     assert_close(block.eval()(x)[0], layer.eval()(x))
 
 
-def test_transformer_block_from_torch_accepts_a_relu_module():
-    layer = nn.TransformerEncoderLayer(E, H, 32, activation=nn.ReLU(), batch_first=True)
-    TransformerBlock.from_torch(layer)
+@pytest.mark.parametrize(
+    "activation", ["relu", F.relu, torch.relu, nn.ReLU()], ids=["string", "F", "torch", "module"]
+)
+def test_transformer_block_from_torch_accepts_every_spelling_of_relu(activation):
+    # torch.relu is the same function as F.relu; it used to be refused.
+    layer = nn.TransformerEncoderLayer(
+        E, H, 32, activation=activation, batch_first=True, dtype=torch.float64
+    ).eval()
+    block = TransformerBlock.from_torch(layer)
+    x = randn(2, 4, E)
+    assert_close(block(x)[0], layer(x))
+
+
+@pytest.mark.parametrize("cls", MHA_CLASSES)
+def test_fused_is_a_multi_head_attention_that_differs_only_in_the_projection(cls):
+    # FusedMultiHeadAttention subclasses MultiHeadAttention: same checks, same forward.
+    assert issubclass(cls, MultiHeadAttention)
+    torch_mha = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
+    names = {name for name, _ in cls.from_torch(torch_mha).named_parameters()}
+    packed = {"qkv_proj.weight", "qkv_proj.bias"}
+    split = {f"{p}_proj.{kind}" for p in "qkv" for kind in ("weight", "bias")}
+    out = {"out_proj.weight", "out_proj.bias"}
+    assert names == (packed if cls is FusedMultiHeadAttention else split) | out
 
 
 @pytest.mark.parametrize(
@@ -310,3 +330,22 @@ def test_transformer_block_from_torch_refuses_gelu(activation):
 def test_from_torch_refuses_other_modules(cls):
     with pytest.raises(TypeError, match=r"expected an nn\.\w+; got Linear"):
         cls.from_torch(nn.Linear(E, E))
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_every_module_path_agrees_near_the_range_of_the_format(low):
+    # FusedMultiHeadAttention in float16 gave NaN with need_weights=True and a finite output
+    # with False: the readable path multiplied q @ k^T by the scale after it had overflowed.
+    E = 64
+    torch_mha = nn.MultiheadAttention(E, 1, bias=False, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():  # identity projections: q = k = v = x, whose q . k overflows
+        torch_mha.in_proj_weight.copy_(torch.eye(E).repeat(3, 1))
+        torch_mha.out_proj.weight.copy_(torch.eye(E))
+    x = near_range(low)
+    expected, _ = torch_mha(x.double(), x.double(), x.double())
+    for cls in MHA_CLASSES:
+        module = cls.from_torch(torch_mha).to(low)
+        for need_weights in (True, False):
+            out, _ = module(x, need_weights=need_weights)
+            assert out.isfinite().all(), (cls.__name__, need_weights)
+            torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=0.0)

@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from attention import plot_attention
+from attention import causal_mask, mask_legend, plot_attention, plot_mask, plot_matrix
 
 
 @pytest.fixture(autouse=True)
@@ -59,3 +59,87 @@ def test_rejects_a_grid_for_one_axes():
     _, ax = plt.subplots()
     with pytest.raises(ValueError, match=r"ax draws one heatmap"):
         plot_attention(torch.rand(2, 3, 3), ax=ax)
+
+
+# --- size: a long sequence never asks for a figure larger than memory ----------------------
+
+
+def test_a_long_sequence_gives_a_capped_figure_with_thinned_labels():
+    # 512 tokens used to ask for 16504 x 16424 pixels (MemoryError on savefig).
+    tokens = [str(i) for i in range(512)]
+    fig = plot_attention(torch.rand(512, 512), x_tokens=tokens)
+    assert max(fig.get_size_inches()) <= 24
+    heatmap = fig.axes[0]
+    shown = [t.get_text() for t in heatmap.get_xticklabels()]
+    step = int(shown[1]) - int(shown[0])
+    assert step > 1 and shown == tokens[::step]
+    assert heatmap.get_xlabel() == f"key (1 label in {step} of 512 shown)"
+    assert heatmap.get_ylabel() == f"query (1 label in {step} of 512 shown)"
+
+
+def test_many_heads_of_a_long_sequence_fit_in_a_capped_grid():
+    # 8 heads of L = 700 used to get the process killed for memory.
+    fig = plot_attention(torch.rand(8, 700, 700))
+    width, height = fig.get_size_inches()
+    assert width <= 24 and height <= 24
+
+
+def test_a_short_sequence_keeps_every_label():
+    tokens = [f"t{i}" for i in range(20)]
+    heatmap = plot_attention(torch.rand(20, 20), x_tokens=tokens).axes[0]
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == tokens
+    assert heatmap.get_xlabel() == "key"
+
+
+# --- plot_matrix and plot_mask -------------------------------------------------------------
+
+
+def test_plot_matrix_writes_every_value_in_its_cell():
+    matrix = torch.tensor([[0.25, 1.0, 0.0], [2.0, -0.5, 0.123]])
+    fig = plot_matrix(matrix, x_labels=["a", "b", "c"], y_labels=["r0", "r1"], title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["0.25", "1", "0", "2", "-0.5", "0.12"]
+    assert [t.get_position() for t in ax.texts][4] == (1, 1)  # column 1, row 1
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["r0", "r1"]
+    assert ax.get_title() == "t"
+    # The colour scale starts at 0, or lower when a value is negative; vmax fixes its top.
+    assert ax.images[0].get_clim() == (-0.5, 2.0)
+    assert plot_matrix(matrix.abs(), vmax=4.0).axes[0].images[0].get_clim() == (0.0, 4.0)
+
+
+def test_plot_matrix_draws_into_a_given_axes():
+    fig, ax = plt.subplots()
+    assert plot_matrix(torch.eye(2), ax=ax) is fig and len(ax.texts) == 4
+
+
+def test_plot_mask_colours_allowed_and_blocked_cells_and_writes_text():
+    mask = causal_mask(2, 3)
+    fig = plot_mask(mask, x_labels=["a", "b", "c"], y_labels=["q0", "q1"], text=list("123456"))
+    ax = fig.axes[0]
+    assert ax.images[0].get_array().tolist() == mask.int().tolist()
+    assert [t.get_text() for t in ax.texts] == list("123456")
+    assert [t.get_position() for t in ax.texts][5] == (2, 1)
+    blocked, allowed = (ax.images[0].cmap(v) for v in (0.0, 1.0))
+    assert [p.get_facecolor() for p in mask_legend()] == [allowed, blocked]
+    assert [p.get_label() for p in mask_legend()] == ["may attend", "blocked"]
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: plot_matrix(torch.rand(2, 3, 4)), ValueError, r"matrix must be \(L, S\)"),
+        (lambda: plot_matrix(torch.rand(0, 3)), ValueError, r"matrix has nothing to draw"),
+        (
+            lambda: plot_matrix(torch.rand(2, 3), x_labels=["a"]),
+            ValueError,
+            r"x_labels must have 3",
+        ),
+        (lambda: plot_matrix(torch.rand(2, 3), title=1), TypeError, r"title must be a str"),
+        (lambda: plot_mask(torch.ones(2, 2), text=["a"]), ValueError, r"text must have 4 labels"),
+        (lambda: plot_mask(torch.ones(2)), ValueError, r"mask must be \(L, S\)"),
+    ],
+)
+def test_plot_matrix_and_plot_mask_reject_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
