@@ -98,13 +98,18 @@ assert agree == len(check_labels)
 # Training
 # --------
 #
-# :func:`attention.training.fit_sentiment_classifier` is the recipe the tutorials use: 4000
+# :func:`attention.training.fit_sentiment_classifier` runs the recipe the tutorials use: 4000
 # training sentences, 1000 held-out ones from another seed, a classifier with
 # ``embed_dim=32``, 4 heads and 2 layers, no dropout, trained for 15 epochs:
 #
 # .. literalinclude:: ../../attention/training.py
 #    :language: python
-#    :pyobject: fit_sentiment_classifier
+#    :pyobject: _fit_sentiment_classifier
+#
+# It runs the recipe once per seed and keeps the model for the rest of the process: in the
+# site's build, :ref:`sphx_glr_tutorials_07_visualising_attention.py` already trained this
+# model, so this page gets a copy and the same progress lines. Run on its own, the page
+# trains it itself, into the same model.
 #
 # The loop itself, :func:`attention.training.train_classifier`, is plain PyTorch: AdamW,
 # cross-entropy, a one-cycle learning-rate schedule (a warm-up, then a cosine decay to almost

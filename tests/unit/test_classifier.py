@@ -178,3 +178,15 @@ def test_the_classifier_learns_the_task():
     assert not model.training
     assert accuracy(model, *held_out) >= 0.95
     assert history[-1]["val_acc"] >= 0.95
+
+
+def test_fit_sentiment_classifier_trains_once_per_seed_and_replays_its_lines():
+    first_lines, second_lines = [], []
+    first = fit_sentiment_classifier(seed=3, epochs=1, log=first_lines.append)
+    after_training = torch.rand(3)
+    second = fit_sentiment_classifier(seed=3, epochs=1, log=second_lines.append)
+    assert torch.equal(torch.rand(3), after_training)  # the random state training left
+    assert second_lines == first_lines and len(first_lines) == 1
+    assert second[0] is not first[0] and second[1] == first[1]
+    for a, b in zip(first[0].parameters(), second[0].parameters(), strict=True):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
