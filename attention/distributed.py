@@ -847,8 +847,8 @@ def _status_bytes(field: str) -> int:
     return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1)) * 1024
 
 
-def peak_extra_bytes(fn, *args) -> int | None:
-    """Extra peak memory of ``fn(*args)`` in bytes on this process, or ``None`` if unknown.
+def peak_extra_bytes(fn, *args, **kwargs) -> int | None:
+    """Extra peak memory of ``fn(*args, **kwargs)`` in bytes on this process, or ``None``.
 
     CUDA tensors: PyTorch's allocator statistics. CPU: the peak resident memory of the process
     (Linux's ``VmHWM``, reset through ``/proc/self/clear_refs``) minus its resident memory just
@@ -858,7 +858,7 @@ def peak_extra_bytes(fn, *args) -> int | None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
-        fn(*args)
+        fn(*args, **kwargs)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before
     try:
@@ -867,7 +867,7 @@ def peak_extra_bytes(fn, *args) -> int | None:
         before = _status_bytes("VmRSS")
     except (OSError, AttributeError):
         return None
-    fn(*args)
+    fn(*args, **kwargs)
     return _status_bytes("VmHWM") - before
 
 
@@ -952,6 +952,9 @@ def _fits_in_memory(nbytes: int, device: torch.device) -> bool:
     return nbytes < free / 4 / dist.get_world_size()
 
 
+ROWS = 512  # query rows per reference call in the command's check
+
+
 def command_worker(rank: int, world_size: int, options: dict) -> dict:
     """Worker of the command: one strategy on this rank, checked and measured."""
     device = torch.device(options["device"])
@@ -962,10 +965,10 @@ def command_worker(rank: int, world_size: int, options: dict) -> dict:
     full_bytes = N * H * L * D * torch.empty((), dtype=dtype).element_size()
     Lp = L // world_size
     # The check needs the whole sequence's keys and values on every rank, and the reference
-    # builds this rank's (L/P, L) scores.
-    check = options["check"] and _fits_in_memory(
-        3 * full_bytes + 3 * N * H * Lp * L * torch.empty((), dtype=dtype).element_size(), device
-    )
+    # builds the scores of ROWS of this rank's queries at a time against all L keys.
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    scores_bytes = 3 * N * H * min(ROWS, Lp) * L * itemsize
+    check = options["check"] and _fits_in_memory(3 * full_bytes + scores_bytes, device)
     generator = torch.Generator().manual_seed(options["seed"])
     if check:
         q, k, v = (torch.randn(N, H, L, D, generator=generator, dtype=dtype) for _ in "qkv")
@@ -983,28 +986,37 @@ def command_worker(rank: int, world_size: int, options: dict) -> dict:
             out.sum().backward()
         return out
 
-    step()  # the first call sets up buffers and connections
-    for x in local:
-        x.grad = None
+    # A first call on two positions sets up the connections between the processes.
+    fn(*(x.detach()[..., :2, :] for x in local), causal=causal, zigzag=zigzag)
     dist.barrier()
-    with count_work() as work:
+    runs = []
+
+    def timed():
         start = time.perf_counter()
-        out = step()
+        runs.append(step())
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - start
-    peak = peak_extra_bytes(step)
+        runs.append(time.perf_counter() - start)
+
+    with count_work() as work:
+        peak = peak_extra_bytes(timed)
+    out, seconds = runs
     result = {"rank": rank, "seconds": seconds, "bytes": work["bytes"], "flops": work["flops"]}
     result.update(peak_bytes=peak, shard_bytes=local[1].numel() * local[1].element_size())
     result["error"] = None
     if check:
+        k, v = k.to(device), v.to(device)
+        q_pos = _positions(rank, world_size, Lp, zigzag, device)
+        error = 0.0
         with torch.no_grad():
-            q_pos = _positions(rank, world_size, Lp, zigzag, device)
-            mask = torch.arange(L, device=device) <= q_pos[:, None] if causal else None  # (Lp, L)
-            expected = F.scaled_dot_product_attention(
-                local[0].detach(), k.to(device), v.to(device), attn_mask=mask
-            )  # (N, H, L/P, D)
-            result["error"] = (out.detach() - expected).abs().max().item()
+            for start in range(0, Lp, ROWS):
+                rows = slice(start, start + ROWS)
+                mask = torch.arange(L, device=device) <= q_pos[rows, None] if causal else None
+                expected = F.scaled_dot_product_attention(
+                    local[0].detach()[..., rows, :], k, v, attn_mask=mask
+                )  # (N, H, ROWS, D) against all L keys
+                error = max(error, (out.detach()[..., rows, :] - expected).abs().max().item())
+        result["error"] = error
     return result
 
 
