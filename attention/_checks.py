@@ -154,3 +154,12 @@ def check_sequences(
             f"key and value must have the same length S; got key {tuple(key.shape)} "
             f"and value {tuple(value.shape)}"
         )
+
+
+def check_divisible(value: int, name: str, divisor: int, divisor_name: str) -> None:
+    """Check that ``value`` (described by ``name``) is divisible by ``divisor``."""
+    if value % divisor != 0:
+        raise ValueError(
+            f"{name} must be divisible by {divisor_name} = {divisor}; got {value} "
+            f"({value} % {divisor} = {value % divisor})"
+        )

@@ -16,7 +16,7 @@ from ._checks import (
     check_tensor,
 )
 
-__all__ = ["scaled_dot_product_attention", "tiled_attention"]
+__all__ = ["scaled_dot_product_attention", "tiled_attention", "online_softmax_merge"]
 
 
 def _check_qkv(query, key, value, scale) -> tuple[torch.Size, float]:
@@ -199,15 +199,70 @@ def tiled_attention(
                 s.masked_fill_(~allowed, lowest)  # (*, R, B)
             # The maximum only keeps exp() in range; the result does not depend on it, so no
             # gradient flows through it (and s can then be overwritten in place).
-            m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))  # (*, R, 1)
-            p = s.sub_(m_new).exp_()  # (*, R, B)
+            m_block = s.detach().amax(dim=-1, keepdim=True)  # (*, R, 1)
+            p = s.sub_(m_block).exp_()  # (*, R, B)
             if crosses:
                 p = p.masked_fill(~allowed, 0.0)  # (*, R, B)
-            alpha = torch.exp(m - m_new)  # rescales what came before  (*, R, 1)
-            l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))  # (*, R, 1)
-            acc.mul_(alpha).add_(p @ v)  # (*, R, B) @ (*, B, Dv) -> (*, R, Dv)
-            m = m_new
+            l_block = p.sum(dim=-1, keepdim=True)  # (*, R, 1)
+            acc_block = p @ v  # (*, R, B) @ (*, B, Dv) -> (*, R, Dv)
+            m, l, acc = online_softmax_merge(m, l, acc, m_block, l_block, acc_block)  # noqa: E741
 
         # A row that saw no allowed key has l = 0 and acc = 0: divide by 1 there to return 0.
         out[..., q_start : q_start + rows, :] = acc / l.masked_fill(l == 0, 1.0)  # (*, R, Dv)
     return out  # (*, L, Dv)
+
+
+def online_softmax_merge(
+    m: Tensor,
+    l: Tensor,  # noqa: E741
+    acc: Tensor,
+    block_m: Tensor,
+    block_l: Tensor,
+    block_acc: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Merge the partial softmax sums of two disjoint sets of keys: one online-softmax step.
+
+    Each side holds, per query row, a maximum :math:`m` of its scores, the sum
+    :math:`l = \sum_j e^{s_j - m}` and the weighted sum :math:`acc = \sum_j e^{s_j - m} v_j`
+    over its keys. Both are rescaled to the larger maximum and added:
+
+    .. math::
+        m' = \max(m, m_b), \quad l' = e^{m - m'} l + e^{m_b - m'} l_b, \quad
+        acc' = e^{m - m'} acc + e^{m_b - m'} acc_b
+
+    so that :math:`acc' / l'` is attention over both sets of keys. :func:`tiled_attention` merges
+    one block of keys at a time into its running sums; ring attention
+    (:mod:`attention.distributed`) merges the blocks that arrive from other processes. Start from
+    :math:`m = -\infty`, :math:`l = 0`, :math:`acc = 0` (nothing seen); a block's maximum must be
+    finite (mask scores with the most negative finite number, not :math:`-\infty`).
+
+    Args:
+        m (Tensor): running maximum of the scores.
+        l (Tensor): running sum of :math:`e^{s - m}`.
+        acc (Tensor): running sum of :math:`e^{s - m} v`.
+        block_m (Tensor): the block's maximum.
+        block_l (Tensor): the block's sum of :math:`e^{s - m_b}`.
+        block_acc (Tensor): the block's sum of :math:`e^{s - m_b} v`.
+
+    Shape:
+        - m, l, block_m, block_l: :math:`(*, L, 1)`
+        - acc, block_acc: :math:`(*, L, D_v)`
+        - Output: the merged ``(m, l, acc)``, of the same shapes.
+
+    Returns:
+        tuple[Tensor, Tensor, Tensor]: the merged maximum, sum and weighted sum.
+
+    Examples::
+
+        >>> s, v = torch.randn(1, 6), torch.randn(6, 2)
+        >>> def partial(s, v):
+        ...     m = s.amax(-1, keepdim=True)
+        ...     return m, (s - m).exp().sum(-1, keepdim=True), (s - m).exp() @ v
+        >>> m, l, acc = online_softmax_merge(*partial(s[:, :4], v[:4]), *partial(s[:, 4:], v[4:]))
+        >>> torch.allclose(acc / l, s.softmax(-1) @ v)
+        True
+    """
+    m_new = torch.maximum(m, block_m)  # (*, L, 1)
+    alpha = torch.exp(m - m_new)  # rescales the running sums  (*, L, 1)
+    beta = torch.exp(block_m - m_new)  # rescales the block's sums  (*, L, 1)
+    return m_new, alpha * l + beta * block_l, alpha * acc + beta * block_acc

@@ -1,6 +1,6 @@
 """Run the benchmarks: ``python -m benchmarks`` (``make bench``) from the repository root.
 
-    python -m benchmarks              the CPU suite (2 minutes on 2 idle cores); writes
+    python -m benchmarks              the CPU suite (4 minutes on 2 idle cores); writes
                                       benchmarks/results/cpu-<date>.csv and cpu-<date>.md
     python -m benchmarks --gpu        the GPU suite (needs CUDA; a few minutes); writes
                                       benchmarks/results/gpu-<date>.csv
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import cpu, gpu
+from . import context_parallel, cpu, gpu
 from .memory import METHOD
 from .report import CsvWriter, provenance, results_path, table
 
@@ -54,6 +54,8 @@ def run_cpu(args) -> int:
     start = time.monotonic()
     module_rows = cpu.run_modules(shapes, rounds=rounds, min_run_time=min_run_time)
     tiled_rows = cpu.run_tiled(tiled_case, rounds=rounds, min_run_time=min_run_time)
+    cp_case = context_parallel.QUICK_CASE if args.quick else context_parallel.CASE
+    cp_rows = context_parallel.run_context_parallel(cp_case)
     elapsed = time.monotonic() - start
 
     matmul = [r["matmul_gflops"] for r in module_rows]
@@ -82,6 +84,18 @@ def run_cpu(args) -> int:
         "",
         table(tiled_rows, cpu.TILED_COLUMNS, markdown=True),
         "",
+        "## Context parallelism",
+        "",
+        f"Every strategy of attention.distributed on 1, 2 and 4 local gloo processes, "
+        f"{cp_rows[0]['case']}, float32, contiguous layout, not causal. Bytes sent by one rank "
+        "(the largest over the ranks), counted from the tensors passed to the collectives, next "
+        "to the formula (b = one rank's shard of K: ring 2(P-1)b forward and 2(P-1)b + 2Pb "
+        "backward, all-gather 2(P-1)b each way, Ulysses 4(P-1)b/P each way); extra peak memory "
+        "of one forward pass on one rank; forward time on one rank, with P processes sharing "
+        f"this machine's {prov['cpu_count']} CPUs; output against single-process SDPA.",
+        "",
+        table(cp_rows, context_parallel.COLUMNS, markdown=True),
+        "",
         "## Goals",
         "",
         *(
@@ -95,8 +109,9 @@ def run_cpu(args) -> int:
     ]
     print("\n".join(text[2:]))
     if not args.quick or args.out:
-        writer = CsvWriter(results_path("cpu", args.out), cpu.FIELDS, prov)
-        for row in module_rows + tiled_rows:
+        fields = cpu.FIELDS + context_parallel.FIELDS
+        writer = CsvWriter(results_path("cpu", args.out), fields, prov)
+        for row in module_rows + tiled_rows + cp_rows:
             writer.write(row)
         csv_path = writer.close()
         md_path = csv_path.with_suffix(".md")

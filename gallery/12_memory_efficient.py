@@ -104,7 +104,15 @@ assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1  # the maximum
 #    :start-at: L, S = query.shape
 #    :dedent: 4
 #
-# (Before these lines the function checks its arguments.)
+# (Before these lines the function checks its arguments.) Each block's sums, taken against the
+# block's own maximum, join the running ones in
+# :func:`attention.functional.online_softmax_merge`, the rescaling of the single row above
+# written for both sides:
+#
+# .. literalinclude:: ../../attention/functional.py
+#    :language: python
+#    :pyobject: online_softmax_merge
+#    :start-at: m_new =
 #
 # Two details go beyond the single row. A causal block that crosses the diagonal fills its
 # masked scores with the most negative number and zeroes their ``exp`` afterwards, so a query

@@ -26,6 +26,16 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
     assert rows, f"{table.name} has no rows"
     for column in PROVENANCE:
         assert all(row[column] for row in rows), f"{table.name}: empty {column!r} in some row"
+    if "--gpu" not in flags:  # the CPU suite also runs context parallelism on 1, 2, 4 processes
+        parallel = [row for row in rows if row["suite"] == "context_parallel"]
+        assert {(row["impl"], row["P"]) for row in parallel} == {
+            (s, p) for s in ("ring", "all_gather", "ulysses") for p in ("1", "2", "4")
+        }
+        for row in parallel:
+            for direction in ("forward", "backward"):
+                sent, formula = row[f"sent_{direction}_mib"], row[f"formula_{direction}_mib"]
+                assert float(sent) == float(formula), row
+            assert float(row["max_error"]) < 1e-5, row
 
 
 def test_round_ratios_pair_the_rounds():
