@@ -27,10 +27,10 @@ across GPUs. It assumes the online softmax of page 12 and multi-head attention
 
 import torch
 
-from attention.repro import seed_everything
+from attention.repro import default_device, seed_everything
 
-seed = seed_everything()
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+seed = seed_everything()  # ATTENTION_SEED, default 0
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}")
 
 heads, head_dim, layers, number = 32, 128, 32, 2
