@@ -111,9 +111,9 @@ def make_dataset(
     """
     check_int(n, "n", minimum=0)
     check_int(seed, "seed", minimum=0)
-    check_int(min_len, "min_len", minimum=3)
-    check_int(max_len, "max_len", minimum=3)
-    if min_len > max_len:
+    check_int(min_len, "min_len")
+    check_int(max_len, "max_len")
+    if not 3 <= min_len <= max_len:
         raise ValueError(f"need 3 <= min_len <= max_len; got min_len={min_len}, max_len={max_len}")
     g = torch.Generator().manual_seed(seed)
 

@@ -80,8 +80,11 @@ class FusedMultiHeadAttention(MultiHeadAttention):
         """The readable path when the weights are needed, PyTorch's fused kernel otherwise."""
         if need_weights:
             return super()._attend(q, k, v, mask, need_weights=True, dropout_p=dropout_p)
+        # The queries are scaled here, as on the readable path: torch's CPU flash kernel scales
+        # after the product, which overflows near the top of bfloat16's range (float32's too).
+        q = q * self.head_dim**-0.5  # (N, H, L, D)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0
         )  # (N, H, L, D)
         return out, None
 

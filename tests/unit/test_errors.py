@@ -553,7 +553,7 @@ def test_decode_bad_ids(ids, error, match):
         ((-1,), {}, ValueError, r"n must be at least 0; got -1"),
         ((2.0,), {}, TypeError, r"n must be an int; got float"),
         ((4,), {"seed": "1"}, TypeError, r"seed must be an int; got str"),
-        ((4,), {"min_len": 2}, ValueError, r"min_len must be at least 3; got 2"),
+        ((4,), {"min_len": 2}, ValueError, r"need 3 <= min_len <= max_len; got min_len=2"),
     ],
 )
 def test_make_dataset_bad_arguments(args, kwargs, error, match):
