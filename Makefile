@@ -55,7 +55,10 @@ unit: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/unit
 	$(PY) -m pytest --doctest-modules attention --doctest-glob='*.rst' docs/index.rst
 
-# A clean build, so every example runs again even if only the package changed.
+# A clean build, so every example runs again even if only the package changed. The build uses
+# the default site address, and tests/site/test_stranger.py serves build/html there
+# (127.0.0.1:8000) to install the wheel into a fresh environment: a running `make serve`
+# holds that port, so stop it first.
 test: lint unit
 	rm -rf $(GENERATED)
 	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)
