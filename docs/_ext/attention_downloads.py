@@ -258,7 +258,7 @@ class SphinxLinks(Links):
         self.env = app.env
         self.base = base
 
-    def _url(self, docname: str, anchor: str = "") -> str:
+    def url(self, docname: str, anchor: str = "") -> str:
         uri = self.app.builder.get_target_uri(docname)
         return self.base + uri + (f"#{anchor}" if anchor else "")
 
@@ -272,7 +272,7 @@ class SphinxLinks(Links):
         for name in candidates:
             entry = objects.get(name)
             if entry is not None:
-                return None, self._url(entry.docname, entry.node_id)
+                return None, self.url(entry.docname, entry.node_id)
         return None
 
     def label(self, name, from_doc):
@@ -280,10 +280,10 @@ class SphinxLinks(Links):
         name = name.lower()
         if name in std.labels:
             docname, labelid, sectname = std.labels[name]
-            return sectname, self._url(docname, labelid)
+            return sectname, self.url(docname, labelid)
         if name in std.anonlabels:
             docname, labelid = std.anonlabels[name]
-            return None, self._url(docname, labelid)
+            return None, self.url(docname, labelid)
         return None
 
     def document(self, name, from_doc):
@@ -294,7 +294,7 @@ class SphinxLinks(Links):
         if docname not in self.env.all_docs:
             return None
         title = self.env.titles.get(docname)
-        return (title.astext() if title is not None else None), self._url(docname)
+        return (title.astext() if title is not None else None), self.url(docname)
 
 
 class _Converter:
@@ -353,7 +353,7 @@ class _Converter:
             text = self.prepare_text("\n".join(p for p in (arg, body) if p).strip())
             quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
             head = f"> **{title}**"
-            return textwrap.indent(f"{head}\n>\n{quoted}" if quoted else head, indent)
+            return self._hold_block(indent, f"{head}\n>\n{quoted}" if quoted else head)
         if name == "rubric":
             return f"{indent}**{arg}**"
         if name in ("image", "figure"):
@@ -606,7 +606,7 @@ def rewrite_downloads(app) -> int:
                 version=config.release,
                 torch_requirement=config.attention_torch_requirement,
                 versions=config.attention_versions,
-                page=f"Downloaded from {links._url(docname)}",
+                page=f"Downloaded from {links.url(docname)}",
             )
             text, _ = convert_script(
                 script.read_text(encoding="utf-8"), include=include, header=header

@@ -217,7 +217,7 @@ def test_notebook_carries_the_included_code_and_no_rest(tmp_path: Path, module: 
     assert "[Masks](https://site.test/tutorials/05_masks.html#masks)" in markdown
     assert "[the reference](https://site.test/api.html)" in markdown
     assert "``:class:`x```" in markdown
-    assert "> **Note**" in markdown and "> A note with a role, [`attention.masks" in markdown
+    assert "\n\n> **Note**\n>\n> A note with a role, [`attention.masks" in markdown
     assert "```bash\nmake html\n```" in markdown
     assert "A literal block:\n\n```\nx = 1\n```" in markdown
     assert "$$\na = b\n$$" in markdown
