@@ -12,6 +12,11 @@
 #   make clean    remove the build and the generated sources (keeps .venv)
 #
 # ATTENTION_GALLERY_PATTERN='04_' make html   runs only the scripts whose path matches.
+#
+# The downloaded notebooks install the package's wheel from the site they came from, so the
+# build writes the site's address into them: ATTENTION_SITE_URL, by default `make serve`'s
+# http://127.0.0.1:8000/. To serve on another port, build for it:
+#   ATTENTION_SITE_URL=http://127.0.0.1:8080/ make html && PORT=8080 make serve
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -31,6 +36,9 @@ GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
+	# The package was once installed as `attention`, a name PyPI gives to another project; it
+	# is `attention-in-pytorch` now, and only one distribution may own the import name.
+	$(PY) -m pip uninstall -y attention
 	$(PY) -m pip install -e .
 	touch $@
 
@@ -49,7 +57,10 @@ unit: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/unit
 	$(PY) -m pytest --doctest-modules attention --doctest-glob='*.rst' docs/index.rst
 
-# A clean build, so every example runs again even if only the package changed.
+# A clean build, so every example runs again even if only the package changed. The build uses
+# the default site address, and tests/site/test_stranger.py serves build/html there
+# (127.0.0.1:8000) to install the wheel into a fresh environment: a running `make serve`
+# holds that port, so stop it first.
 test: lint unit
 	rm -rf $(GENERATED)
 	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)

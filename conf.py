@@ -18,9 +18,15 @@ Environment variables:
 ``ATTENTION_INTERSPHINX=1``
     Link to the PyTorch, Python and Matplotlib documentation. Off by default: it needs the
     network, and the build must pass without one.
+``ATTENTION_SITE_URL``
+    The address the site will be served from. The downloaded notebooks install the package's
+    wheel from there, and link to the API pages there. On Read the Docs the build's
+    ``READTHEDOCS_CANONICAL_URL`` is used when this is not set; otherwise it is ``make serve``'s
+    ``http://127.0.0.1:8000/``.
 """
 
 import os
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -31,6 +37,8 @@ DOCS = ROOT / "docs"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
 
+import attention_downloads  # noqa: E402  (docs/_ext, just put on the path)
+
 
 def _version(dist: str) -> str:
     try:
@@ -39,14 +47,29 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def _project() -> dict:
+    """pyproject.toml's [project] table, for a checkout that was not `pip install -e .`-ed."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]
+
+
 def _attention_version() -> str:
     try:
-        return metadata.version("attention")
-    except metadata.PackageNotFoundError:  # a checkout that was not `pip install -e .`-ed
-        import tomllib
+        return metadata.version(attention_downloads.DIST_NAME)
+    except metadata.PackageNotFoundError:
+        return _project()["version"]
 
-        with open(ROOT / "pyproject.toml", "rb") as f:
-            return tomllib.load(f)["project"]["version"]
+
+def _torch_requirement() -> str:
+    """The package's own requirement on torch (``torch>=2.4``)."""
+    try:
+        requirements = metadata.requires(attention_downloads.DIST_NAME) or []
+    except metadata.PackageNotFoundError:
+        requirements = _project()["dependencies"]
+    (torch,) = [r for r in requirements if re.match(r"torch\b(?!-)", r.replace(" ", ""))]
+    return torch.replace(" ", "")
 
 
 # -- Project -----------------------------------------------------------------------------------
@@ -59,7 +82,7 @@ version = ".".join(release.split(".")[:2])
 
 VERSIONS = {
     "torch": _version("torch"),
-    "attention": release,
+    attention_downloads.DIST_NAME: release,
     "numpy": _version("numpy"),
     "matplotlib": _version("matplotlib"),
 }
@@ -79,6 +102,9 @@ extensions = [
     "sphinx-mathjax-offline",
     # docs/_ext/attention_docs.py: example seeding, re-exported names, no CDN assets.
     "attention_docs",
+    # docs/_ext/attention_downloads.py: the package's wheel in the site, and notebooks and
+    # scripts that install it and carry the code they show.
+    "attention_downloads",
 ]
 
 templates_path = [str(DOCS / "_templates")]
@@ -117,10 +143,19 @@ napoleon_custom_sections = ["Shape"]
 
 # -- sphinx-gallery ----------------------------------------------------------------------------
 
-_FIRST_CELL = (
-    "# This notebook was built with "
-    + ", ".join(f"{name} {ver}" for name, ver in VERSIONS.items())
-    + ".\n# It installs nothing: run it where those packages are installed."
+# -- Downloads (docs/_ext/attention_downloads.py) ---------------------------------------------
+
+# Where the site is served: the notebooks install the wheel from there and link to its pages.
+attention_site_url = attention_downloads.site_url()
+# The package's own requirement on torch: the notebooks keep any torch that satisfies it.
+attention_torch_requirement = _torch_requirement()
+attention_versions = VERSIONS
+
+_FIRST_CELL = attention_downloads.install_cell(
+    site=attention_site_url,
+    version=release,
+    torch_requirement=attention_torch_requirement,
+    versions=VERSIONS,
 )
 
 sphinx_gallery_conf = {

@@ -16,7 +16,7 @@ GALLERY_DIR = ROOT / "gallery"
 
 # What a site copy needs; generated output is left behind so the copy builds from scratch.
 _COPIED_DIRS = ("docs", "gallery", "attention")
-_COPIED_FILES = ("conf.py", "Makefile", "pyproject.toml", "requirements.txt")
+_COPIED_FILES = ("conf.py", "Makefile", "pyproject.toml", "requirements.txt", "README.md")
 _GENERATED = shutil.ignore_patterns(
     "tutorials", "generated", "sg_execution_times.rst", "__pycache__", "*.egg-info"
 )

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -52,17 +50,6 @@ def test_gallery_offers_zips(html_dir: Path):
         link = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{zip_name})"', text)
         assert link, f"the gallery index does not offer {zip_name}"
         assert (html_dir / "tutorials" / link.group(1)).resolve().is_file()
-
-
-@pytest.mark.parametrize("script", gallery_scripts())
-def test_notebook_first_cell_states_versions(html_dir: Path, script: str):
-    (notebook,) = html_dir.glob(f"_downloads/*/{script.replace('.py', '.ipynb')}")
-    first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
-    source = "".join(first["source"])
-    assert first["cell_type"] == "code"
-    assert all(line.startswith("#") for line in source.splitlines()), source
-    for dist in ("torch", "numpy", "matplotlib"):
-        assert f"{dist} {metadata.version(dist)}" in source
 
 
 @pytest.mark.parametrize("page", ["sg_execution_times.html", "tutorials/sg_execution_times.html"])

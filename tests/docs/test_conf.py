@@ -70,14 +70,35 @@ def test_reset_before_each_example_makes_random_numbers_repeat():
     assert first == second
 
 
-def test_notebook_first_cell_states_versions_and_installs_nothing():
-    cell = load_conf()["sphinx_gallery_conf"]["first_notebook_cell"]
-    lines = cell.splitlines()
-    assert lines and all(line.startswith("#") for line in lines), cell
+def test_notebook_first_cell_installs_from_the_site_and_states_versions():
+    conf = load_conf(ATTENTION_SITE_URL="http://127.0.0.1:8123")
+    cell = conf["sphinx_gallery_conf"]["first_notebook_cell"]
+    wheel = (
+        f"http://127.0.0.1:8123/packages/attention_in_pytorch-{conf['release']}-py3-none-any.whl"
+    )
+    assert f'%pip install "{conf["attention_torch_requirement"]}" matplotlib {wheel}' in cell
     for dist in ("torch", "numpy", "matplotlib"):
         assert f"{dist} {metadata.version(dist)}" in cell
-    assert "attention " in cell
-    assert "pip install" not in cell
+    assert f"attention-in-pytorch {conf['release']}" in cell
+
+
+def test_site_url_comes_from_the_environment_or_make_serve():
+    assert load_conf(ATTENTION_SITE_URL="", READTHEDOCS_CANONICAL_URL="")["attention_site_url"] == (
+        "http://127.0.0.1:8000/"
+    )
+    rtd = "https://attention-in-pytorch.readthedocs.io/en/latest/"
+    assert (
+        load_conf(ATTENTION_SITE_URL="", READTHEDOCS_CANONICAL_URL=rtd)["attention_site_url"] == rtd
+    )
+    local = load_conf(ATTENTION_SITE_URL="http://127.0.0.1:9/x", READTHEDOCS_CANONICAL_URL=rtd)
+    assert local["attention_site_url"] == "http://127.0.0.1:9/x/"
+
+
+def test_version_and_torch_requirement_are_the_distributions():
+    conf = load_conf()
+    assert conf["release"] == metadata.version("attention-in-pytorch")
+    assert conf["attention_torch_requirement"] in metadata.requires("attention-in-pytorch")
+    assert conf["attention_torch_requirement"].startswith("torch>=")
 
 
 def test_intersphinx_is_off_without_opt_in():

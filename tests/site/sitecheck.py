@@ -166,11 +166,26 @@ class _Server(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+class _LoggingHandler(_QuietHandler):
+    #: Set per server: a list that receives "GET /path" for every request answered.
+    requests: list[str]
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        self.requests.append(f"{self.command} {self.path} {code}")
+
+
 @contextlib.contextmanager
-def serve(site: Path = SITE_DIR):
-    """Serve ``site`` on 127.0.0.1 (a free port) in a thread; yields the base URL, ending in /."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = _Server(("127.0.0.1", 0), handler)
+def serve(site: Path = SITE_DIR, *, port: int = 0, requests: list[str] | None = None):
+    """Serve ``site`` on 127.0.0.1 in a thread; yields the base URL, ending in /.
+
+    ``port`` 0 takes a free port. ``requests``, when given, receives one ``"GET /path 200"``
+    line for every request answered.
+    """
+    handler_class = _QuietHandler
+    if requests is not None:
+        handler_class = type("_Handler", (_LoggingHandler,), {"requests": requests})
+    handler = functools.partial(handler_class, directory=str(site))
+    server = _Server(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,720 @@
+"""Downloads that run anywhere: the package on the site, and notebooks and scripts that carry
+the code they show. Loaded by ``conf.py`` as a Sphinx extension.
+
+- The package is built into a wheel at the end of every HTML build and published inside the
+  site at ``packages/<wheel>`` (:func:`wheel_url`). Its distribution name is
+  ``attention-in-pytorch`` (the name ``attention`` on PyPI belongs to another project); the
+  import name stays ``attention``. The wheel is built offline, from a copy of the package, with
+  ``pip wheel --no-index --no-build-isolation``.
+- Every notebook starts with :func:`install_cell`: a ``%pip install`` of torch, Matplotlib and
+  that wheel, skipped where the same version is already installed, followed by the versions the
+  page was built with. Every script starts with :func:`script_header`, which says the same.
+- The ``.ipynb`` and ``.py`` that sphinx-gallery wrote are rewritten in the built site (and in
+  the zip files that hold them) once every page is written, when the labels and API pages are
+  known: each ``.. literalinclude::`` becomes the source it shows, resolved by Sphinx's own
+  reader, so the code a page walks through travels with it. In a notebook, roles become Markdown
+  links to the page they point at on the site (``:class:``, ``:func:``, ``:ref:``, ``:doc:``,
+  ...), ``:math:`` becomes ``$...$``, and admonitions and other directives become plain
+  Markdown, so no reST reaches a reader. The sources in ``docs/`` are left as sphinx-gallery
+  wrote them.
+- ``.. attention-install::`` writes the one ``pip install <wheel url>`` line on a page.
+
+The site's address, which the downloads name, is :func:`site_url`: ``ATTENTION_SITE_URL``, else
+Read the Docs' ``READTHEDOCS_CANONICAL_URL``, else ``make serve``'s ``http://127.0.0.1:8000/``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
+#: The distribution's name on an index; the import name is ``attention``.
+DIST_NAME = "attention-in-pytorch"
+#: The package's import name, and its folder in the checkout.
+IMPORT_NAME = "attention"
+#: Where the wheel lies inside the built site.
+PACKAGES_DIR = "packages"
+#: ``make serve``'s address, the site's address when nothing else names one.
+DEFAULT_SITE_URL = "http://127.0.0.1:8000/"
+
+# -- Names and addresses -----------------------------------------------------------------------
+
+
+def site_url(environ: Mapping[str, str] = os.environ) -> str:
+    """The address the site is served from, ending in ``/``."""
+    url = (
+        environ.get("ATTENTION_SITE_URL")
+        or environ.get("READTHEDOCS_CANONICAL_URL")
+        or DEFAULT_SITE_URL
+    )
+    return url.rstrip("/") + "/"
+
+
+def wheel_name(version: str, dist: str = DIST_NAME) -> str:
+    """The file name of the package's wheel (PEP 427: ``-`` in the name becomes ``_``)."""
+    return f"{re.sub(r'[-_.]+', '_', dist).lower()}-{version}-py3-none-any.whl"
+
+
+def wheel_url(site: str, version: str) -> str:
+    """The address of the wheel inside the site at ``site``."""
+    return f"{site}{PACKAGES_DIR}/{wheel_name(version)}"
+
+
+def install_command(site: str, version: str, torch_requirement: str) -> str:
+    """The ``pip install`` arguments a notebook or script needs: torch, Matplotlib, the wheel."""
+    return f'pip install "{torch_requirement}" matplotlib {wheel_url(site, version)}'
+
+
+def _built_with(versions: Mapping[str, str]) -> str:
+    return ", ".join(f"{name} {ver}" for name, ver in versions.items())
+
+
+def install_cell(
+    *, site: str, version: str, torch_requirement: str, versions: Mapping[str, str]
+) -> str:
+    """The first cell of every notebook: install what the page needs, print what it used.
+
+    ``versions`` maps distribution names to the versions the page was built with.
+    """
+    return f"""\
+# Installs what this page needs, then prints the versions it was built with.
+# - torch: an installed torch that satisfies "{torch_requirement}" is kept (Colab's, a GPU
+#   build), so torch is installed only where it is missing.
+# - attention: the wheel of {DIST_NAME} from the site this notebook comes from (it
+#   is imported as `attention`; the PyPI project called "attention" is another one).
+# Where this version of it is installed already (the project's own environment), the cell
+# installs nothing.
+from importlib import invalidate_caches, metadata
+
+try:
+    installed = metadata.version("{DIST_NAME}")
+except metadata.PackageNotFoundError:
+    installed = None
+if installed != "{version}":
+    %{install_command(site, version, torch_requirement)}
+    invalidate_caches()
+print("This page was built with {_built_with(versions)}.")"""
+
+
+def script_header(
+    *, site: str, version: str, torch_requirement: str, versions: Mapping[str, str], page: str
+) -> str:
+    """The comment that starts every downloaded script: what it needs and how to install it."""
+    lines = [
+        f"# {page}",
+        f"# Built with {_built_with(versions)}.",
+        "# To run it, install the same things first (an installed torch that satisfies",
+        f'# "{torch_requirement}" is kept), then run it with python:',
+        "#",
+        f"#     {install_command(site, version, torch_requirement)}",
+        "#",
+        f"# The wheel is the attention package of this site ({DIST_NAME}, imported as",
+        "# `attention`). Set ATTENTION_SEED to draw other random numbers than the page's.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- reST blocks -------------------------------------------------------------------------------
+
+_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\. (?P<name>[\w:-]+)::(?P<arg>.*)$")
+_OPTION = re.compile(r"^[ \t]+:(?P<name>[^:\s][^:]*):(?P<value>.*)$")
+_COMMENT = re.compile(r"^(?P<indent>[ \t]*)\.\.(?:[ \t]+(?![_|\[]|\S+::)|$)")
+_ADMONITIONS = {
+    "note": "Note",
+    "warning": "Warning",
+    "tip": "Tip",
+    "hint": "Hint",
+    "important": "Important",
+    "caution": "Caution",
+    "attention": "Attention",
+    "danger": "Danger",
+    "error": "Error",
+    "seealso": "See also",
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version",
+}
+_CODE_DIRECTIVES = ("code-block", "code", "sourcecode")
+
+
+def _indent_of(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _block_end(lines: list[str], start: int, indent: int) -> int:
+    """Index after the indented block that follows line ``start`` (trailing blanks excluded)."""
+    end = start + 1
+    last = start
+    while end < len(lines):
+        line = lines[end]
+        if line.strip():
+            if _indent_of(line) <= indent:
+                break
+            last = end
+        end += 1
+    return last + 1
+
+
+def parse_directive(lines: list[str], start: int) -> tuple[dict, int] | None:
+    """Parse the directive whose first line is ``lines[start]``.
+
+    Returns ``({"name", "arg", "indent", "options", "body"}, end)`` where ``end`` is the index
+    after its last line, or None when the line starts no directive.
+    """
+    match = _DIRECTIVE.match(lines[start])
+    if not match:
+        return None
+    indent = len(match.group("indent").expandtabs())
+    end = _block_end(lines, start, indent)
+    options: dict[str, str] = {}
+    i = start + 1
+    while i < end and (m := _OPTION.match(lines[i])):
+        options[m.group("name").strip()] = m.group("value").strip()
+        i += 1
+    body = textwrap.dedent("\n".join(lines[i:end])).strip("\n")
+    directive = {
+        "name": match.group("name"),
+        "arg": match.group("arg").strip(),
+        "indent": match.group("indent"),
+        "options": options,
+        "body": body,
+    }
+    return directive, end
+
+
+def read_literalinclude(path: str | Path, options: Mapping[str, str], config) -> str:
+    """The text ``.. literalinclude:: path`` with ``options`` shows, read as Sphinx reads it.
+
+    ``options`` are the directive's option strings; they are converted by the directive's own
+    option specification, then handed to Sphinx's ``LiteralIncludeReader``.
+    """
+    from sphinx.directives.code import LiteralInclude, LiteralIncludeReader
+
+    converted = {}
+    for name, value in options.items():
+        convert = LiteralInclude.option_spec.get(name)
+        if convert is None:
+            raise ValueError(f"literalinclude has no option {name!r}")
+        converted[name] = convert(value if value else None)
+    text, _ = LiteralIncludeReader(str(path), converted, config).read()
+    return text
+
+
+def _fence(code: str, language: str = "") -> str:
+    """A Markdown fenced code block holding ``code`` (the fence outgrows any run inside)."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", code)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{language}\n{code.rstrip()}\n{fence}"
+
+
+# -- reST to Markdown --------------------------------------------------------------------------
+
+_INLINE_LITERAL = re.compile(r"``(?!\s)(?:[^`]|`(?!`))+?(?<!\s)``")
+_ROLE = re.compile(
+    r"(?<![\w`\\]):(?:(?P<domain>[\w-]+):)?(?P<role>[\w-]+):`(?P<content>(?:[^`\\]|\\.)+?)`(?!`)"
+)
+_EXPLICIT = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
+_PY_ROLES = {"class", "func", "meth", "attr", "mod", "data", "exc", "obj", "const", "type"}
+_PAREN_ROLES = {"func", "meth"}
+_LITERAL_BLOCK_INTRO = re.compile(r"::[ \t]*$")
+
+
+class Links:
+    """Where the names a page cross-references live: a base URL and lookups from a Sphinx env.
+
+    ``python(role, target)`` and ``label(name)`` return ``(title or None, url)`` or None;
+    ``document(name, from_doc)`` the same for ``:doc:``. The default knows nothing (every role
+    becomes plain text).
+    """
+
+    def python(self, role: str, target: str, from_doc: str) -> tuple[str | None, str] | None:
+        return None
+
+    def label(self, name: str, from_doc: str) -> tuple[str | None, str] | None:
+        return None
+
+    def document(self, name: str, from_doc: str) -> tuple[str | None, str] | None:
+        return None
+
+
+class SphinxLinks(Links):
+    """Links into the built site at ``base``, resolved as Sphinx resolved the page's own."""
+
+    def __init__(self, app, base: str) -> None:
+        self.app = app
+        self.env = app.env
+        self.base = base
+
+    def url(self, docname: str, anchor: str = "") -> str:
+        uri = self.app.builder.get_target_uri(docname)
+        return self.base + uri + (f"#{anchor}" if anchor else "")
+
+    def python(self, role, target, from_doc):
+        objects = self.env.domains["py"].objects
+        candidates = [target]
+        parts = target.split(".")
+        # attention.<module>.<Name> is documented as attention.<Name> (see attention_docs).
+        for i in range(2, len(parts)):
+            candidates.append(".".join([parts[0], *parts[i:]]))
+        for name in candidates:
+            entry = objects.get(name)
+            if entry is not None:
+                return None, self.url(entry.docname, entry.node_id)
+        return None
+
+    def label(self, name, from_doc):
+        std = self.env.domains["std"]
+        name = name.lower()
+        if name in std.labels:
+            docname, labelid, sectname = std.labels[name]
+            return sectname, self.url(docname, labelid)
+        if name in std.anonlabels:
+            docname, labelid = std.anonlabels[name]
+            return None, self.url(docname, labelid)
+        return None
+
+    def document(self, name, from_doc):
+        from posixpath import dirname, join, normpath
+
+        docname = name.lstrip("/") if name.startswith("/") else join(dirname(from_doc), name)
+        docname = normpath(docname)
+        if docname not in self.env.all_docs:
+            return None
+        title = self.env.titles.get(docname)
+        return (title.astext() if title is not None else None), self.url(docname)
+
+
+class _Converter:
+    """Turns the reST of one notebook's text blocks into Markdown, through placeholders.
+
+    :meth:`prepare` replaces what sphinx-gallery's own ``rst2md`` does not convert (directives,
+    roles, literal blocks) by placeholder words; sphinx-gallery converts the rest (headings,
+    hyperlinks); :meth:`finish` puts the Markdown in place of the placeholders.
+    """
+
+    def __init__(
+        self,
+        *,
+        include: Callable[[str, Mapping[str, str]], str],
+        links: Links,
+        docname: str,
+    ) -> None:
+        self.include = include
+        self.links = links
+        self.docname = docname
+        self.pieces: dict[str, str] = {}
+        self.includes: list[str] = []
+
+    def _hold(self, markdown: str) -> str:
+        key = f"QQATTNDL{len(self.pieces):05d}QQ"
+        self.pieces[key] = markdown
+        return key
+
+    def _hold_block(self, indent: str, markdown: str) -> str:
+        return indent + self._hold(textwrap.indent(markdown, indent).lstrip(" \t"))
+
+    # Blocks: directives, comments, literal blocks.
+
+    def _directive(self, d: dict) -> str:
+        name, arg, indent, options, body = (
+            d["name"],
+            d["arg"],
+            d["indent"],
+            d["options"],
+            d["body"],
+        )
+        if name == "literalinclude":
+            code = self.include(arg, options)
+            self.includes.append(code)
+            language = options.get("language", "python" if arg.endswith(".py") else "")
+            return self._hold_block(indent, _fence(code, language))
+        if name in _CODE_DIRECTIVES:
+            return self._hold_block(indent, _fence(body, arg.split()[0] if arg else ""))
+        if name == "math":
+            math = "\n".join(part for part in (arg, body) if part)
+            return self._hold_block(indent, f"$$\n{math}\n$$")
+        if name in _ADMONITIONS or name == "admonition":
+            title = arg if name == "admonition" else _ADMONITIONS[name]
+            if name.startswith(("version", "deprecated")):
+                title, arg = f"{title} {arg}", ""
+            text = self.prepare_text("\n".join(p for p in (arg, body) if p).strip())
+            quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+            head = f"> **{title}**"
+            return self._hold_block(indent, f"{head}\n>\n{quoted}" if quoted else head)
+        if name == "rubric":
+            return f"{indent}**{arg}**"
+        if name in ("image", "figure"):
+            alt = options.get("alt", "")
+            caption = self.prepare_text(body) if name == "figure" and body else ""
+            target = options.get("target", "")
+            line = f"*{alt or 'A figure'}: see it on the page.*"
+            if target:
+                line = f"[{alt or 'A figure'}]({target}) (on the page)"
+            return textwrap.indent("\n\n".join(p for p in (line, caption) if p), indent)
+        # Any other directive: its content, as text.
+        text = self.prepare_text("\n".join(p for p in (arg, body) if p).strip())
+        return textwrap.indent(text, indent)
+
+    def prepare_text(self, text: str) -> str:
+        lines = text.split("\n")
+        out: list[str] = []
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            parsed = parse_directive(lines, i)
+            if parsed is not None:
+                directive, end = parsed
+                out.append(self._directive(directive))
+                i = end
+                continue
+            comment = _COMMENT.match(line)
+            if comment and not line.strip().startswith((".. _", ".. |")):
+                i = _block_end(lines, i, len(comment.group("indent")))
+                continue
+            if _LITERAL_BLOCK_INTRO.search(line) and line.strip():
+                # A paragraph ending in "::" introduces an indented literal block.
+                j = i + 1
+                while j < len(lines) and not lines[j].strip():
+                    j += 1
+                if j < len(lines) and _indent_of(lines[j]) > _indent_of(line):
+                    end = _block_end(lines, j - 1, _indent_of(line))
+                    code = textwrap.dedent("\n".join(lines[j:end]))
+                    intro = line.rstrip()[:-2].rstrip()
+                    if intro.strip():
+                        out.append(intro + ("" if intro.endswith(":") else ":"))
+                    out.append("")
+                    out.append(self._hold_block(" " * _indent_of(line), _fence(code)))
+                    i = end
+                    continue
+            out.append(re.sub(r"^(\s*)#\.(\s)", r"\g<1>1.\2", line))
+            i += 1
+        return self.inline("\n".join(out))
+
+    # Inline markup: literals stay, roles become Markdown.
+
+    def inline(self, text: str) -> str:
+        text = _INLINE_LITERAL.sub(lambda m: self._hold(m.group(0)), text)
+        return _ROLE.sub(self._role, text)
+
+    def _role(self, match: re.Match) -> str:
+        role = match.group("role")
+        domain = match.group("domain")
+        content = re.sub(r"\s+", " ", match.group("content").replace("\\`", "`"))
+        if role == "math" and domain in (None, "math"):
+            return self._hold(f"${content}$")
+        explicit = _EXPLICIT.match(content)
+        title, target = (
+            (explicit.group("title"), explicit.group("target")) if explicit else (None, content)
+        )
+        nolink = target.startswith("!")
+        target = target.lstrip("!")
+        found = None
+        if domain in (None, "py") and role in _PY_ROLES:
+            shown = target.lstrip("~")
+            if target.startswith("~"):
+                shown = shown.rsplit(".", 1)[-1]
+            shown = title or shown + ("()" if role in _PAREN_ROLES else "")
+            found = None if nolink else self.links.python(role, target.lstrip("~."), self.docname)
+            text = f"`{shown}`"
+        elif role in ("ref", "numref") and domain in (None, "std"):
+            found = None if nolink else self.links.label(target, self.docname)
+            text = title or (found[0] if found and found[0] else target)
+        elif role == "doc" and domain in (None, "std"):
+            found = None if nolink else self.links.document(target, self.docname)
+            text = title or (found[0] if found and found[0] else target)
+        elif role == "abbr":
+            text = title or content
+        else:
+            text = f"`{title or target}`"
+        if found is not None:
+            return self._hold(f"[{text}]({found[1]})")
+        return self._hold(text)
+
+    def finish(self, markdown: str) -> str:
+        previous = None
+        while previous != markdown:  # held pieces may hold others (an admonition's roles)
+            previous = markdown
+            markdown = re.sub(
+                r"QQATTNDL\d{5}QQ", lambda m: self.pieces.get(m.group(0), m.group(0)), markdown
+            )
+        return markdown
+
+
+# -- The downloads -----------------------------------------------------------------------------
+
+
+def _script_blocks(path: Path, gallery_conf: Mapping) -> list:
+    """The blocks of a gallery script as sphinx-gallery puts them in its notebook."""
+    from sphinx_gallery import py_source_parser
+    from sphinx_gallery.py_source_parser import Block
+
+    _, blocks = py_source_parser.split_code_and_text_blocks(str(path))
+    blocks = [
+        Block(label, py_source_parser.remove_ignore_blocks(content), lineno)
+        for label, content, lineno in blocks
+    ]
+    if gallery_conf.get("remove_config_comments"):
+        blocks = [
+            Block(label, py_source_parser.remove_config_comments(content), lineno)
+            for label, content, lineno in blocks
+        ]
+    if blocks and blocks[-1].content.isspace():
+        blocks = blocks[:-1]
+    return blocks
+
+
+def convert_notebook(
+    path: Path,
+    gallery_conf: Mapping,
+    *,
+    include: Callable[[str, Mapping[str, str]], str],
+    links: Links,
+    docname: str,
+) -> tuple[dict, list[str]]:
+    """The notebook of the gallery script ``path``, in Markdown with the code it includes.
+
+    Returns the notebook and the texts of its literalincludes.
+    """
+    from sphinx_gallery.notebook import jupyter_notebook
+    from sphinx_gallery.py_source_parser import Block
+
+    converter = _Converter(include=include, links=links, docname=docname)
+    blocks = [
+        Block(label, converter.prepare_text(content) if label == "text" else content, lineno)
+        for label, content, lineno in _script_blocks(path, gallery_conf)
+    ]
+    notebook = jupyter_notebook(blocks, dict(gallery_conf), str(path.parent))
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = [converter.finish("".join(cell["source"]))]
+    return notebook, converter.includes
+
+
+_PY_DIRECTIVE = re.compile(
+    r"^(?P<prefix>#[ \t]?|)(?P<indent>[ \t]*)\.\. literalinclude::[ \t]*(?P<arg>\S+)[ \t]*$"
+)
+
+
+def convert_script(
+    text: str, *, include: Callable[[str, Mapping[str, str]], str], header: str
+) -> tuple[str, list[str]]:
+    """The downloadable script: ``header``, then ``text`` with every literalinclude replaced by
+    a code block (in the same comment or docstring) holding the source it shows."""
+    lines = text.split("\n")
+    out: list[str] = []
+    includes: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = _PY_DIRECTIVE.match(lines[i])
+        if not match:
+            out.append(lines[i])
+            i += 1
+            continue
+        prefix = match.group("prefix")
+        stripped = [line[len(prefix) :] if line.startswith(prefix) else None for line in lines]
+        # The directive's block: following lines with the same prefix, indented deeper.
+        j = i + 1
+        block = [stripped[i]]
+        while j < len(lines) and stripped[j] is not None:
+            if stripped[j].strip() and _indent_of(stripped[j]) <= len(match.group("indent")):
+                break
+            if not prefix and not lines[j].strip() and j + 1 < len(lines):
+                # In a docstring a blank line ends the options.
+                if not lines[j + 1].startswith(match.group("indent") + " "):
+                    break
+            block.append(stripped[j])
+            j += 1
+        while len(block) > 1 and not block[-1].strip():
+            block.pop()
+            j -= 1
+        directive, _ = parse_directive(block, 0)
+        code = include(directive["arg"], directive["options"])
+        if not prefix and ('"""' in code or "'''" in code):
+            raise ValueError(
+                f"the literalinclude of {directive['arg']} in the docstring shows a triple "
+                "quote, which would end the docstring: move it to a '# %%' text block"
+            )
+        includes.append(code)
+        indent = match.group("indent")
+        language = directive["options"].get("language", "python")
+        body = [f"{indent}.. code-block:: {language}", ""]
+        body += [f"{indent}    {line}" if line.strip() else "" for line in code.splitlines()]
+        out += [(prefix + line).rstrip() if line else prefix.rstrip() for line in body]
+        i = j
+    return header + "\n".join(out), includes
+
+
+def _rewrite_zip(path: Path, replacements: Mapping[str, bytes]) -> None:
+    """Replace the members of the zip file ``path`` whose base name is in ``replacements``."""
+    with zipfile.ZipFile(path) as old:
+        members = [(info, old.read(info)) for info in old.infolist()]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as new:
+        for info, data in members:
+            data = replacements.get(Path(info.filename).name, data)
+            new.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    path.write_bytes(buffer.getvalue())
+
+
+def _gallery_dirs(gallery_conf: Mapping) -> list[str]:
+    dirs = gallery_conf.get("gallery_dirs") or []
+    return [dirs] if isinstance(dirs, str) else list(dirs)
+
+
+def rewrite_downloads(app) -> int:
+    """Rewrite every gallery page's downloads in the built site; returns how many pages."""
+    config = app.config
+    gallery_conf = config.sphinx_gallery_conf
+    srcdir = Path(app.srcdir)
+    downloads = Path(app.outdir) / "_downloads"
+    dlfiles = {Path(src).as_posix(): dest for src, (_, dest) in app.env.dlfiles.items()}
+    links = SphinxLinks(app, config.attention_site_url)
+    replacements: dict[str, bytes] = {}
+    zips: list[Path] = []
+    pages = 0
+    for gallery in _gallery_dirs(gallery_conf):
+        for src, dest in dlfiles.items():
+            if Path(src).parent.as_posix() != gallery:
+                continue
+            if src.endswith(".zip"):
+                zips.append(downloads / dest)
+                continue
+            if not src.endswith(".py"):
+                continue
+            docname = src[: -len(".py")]
+            script = srcdir / src
+
+            def include(arg, options, docname=docname):
+                _, path = app.env.relfn2path(arg, docname)
+                return read_literalinclude(path, options, config)
+
+            header = script_header(
+                site=config.attention_site_url,
+                version=config.release,
+                torch_requirement=config.attention_torch_requirement,
+                versions=config.attention_versions,
+                page=f"Downloaded from {links.url(docname)}",
+            )
+            text, _ = convert_script(
+                script.read_text(encoding="utf-8"), include=include, header=header
+            )
+            replacements[script.name] = text.encode("utf-8")
+            (downloads / dest).write_text(text, encoding="utf-8")
+            notebook_src = src[: -len(".py")] + ".ipynb"
+            if notebook_src in dlfiles:
+                notebook, _ = convert_notebook(
+                    script, gallery_conf, include=include, links=links, docname=docname
+                )
+                data = json.dumps(notebook, indent=2).encode("utf-8")
+                replacements[Path(notebook_src).name] = data
+                (downloads / dlfiles[notebook_src]).write_bytes(data)
+            pages += 1
+    for path in zips:
+        _rewrite_zip(path, replacements)
+    return pages
+
+
+# -- The wheel ---------------------------------------------------------------------------------
+
+
+def build_wheel(root: Path, dest: Path, expected: str) -> Path:
+    """Build the package's wheel from a copy of ``root`` into ``dest`` (offline) and return it.
+
+    The copy keeps setuptools' ``build/`` and ``*.egg-info`` out of the checkout. ``expected``
+    is the wheel's file name that the notebooks name; any other name is an error.
+    """
+    with tempfile.TemporaryDirectory(prefix="attention-wheel-") as tmp:
+        source = Path(tmp) / "src"
+        source.mkdir()
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        for path in [root / "pyproject.toml", *root.glob("README*"), *root.glob("LICEN[CS]E*")]:
+            shutil.copy2(path, source / path.name)
+        shutil.copytree(root / IMPORT_NAME, source / IMPORT_NAME, ignore=ignore)
+        out = Path(tmp) / "dist"
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index"]
+        cmd += ["--no-build-isolation", "--quiet", "-w", str(out), str(source)]
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the wheel failed:\n{proc.stdout}\n{proc.stderr}")
+        built = sorted(out.glob("*.whl"))
+        if [w.name for w in built] != [expected]:
+            raise RuntimeError(f"expected the wheel {expected}, built {[w.name for w in built]}")
+        dest.mkdir(parents=True, exist_ok=True)
+        for old in dest.glob("*.whl"):
+            old.unlink()
+        return Path(shutil.copy2(built[0], dest / expected))
+
+
+# -- Sphinx ------------------------------------------------------------------------------------
+
+
+class InstallDirective(Directive):
+    """``.. attention-install::``: the ``pip install`` line of this site's wheel."""
+
+    has_content = False
+
+    def run(self):
+        config = self.state.document.settings.env.config
+        line = f"pip install {wheel_url(config.attention_site_url, config.release)}"
+        block = nodes.literal_block(line, line, language="bash")
+        return [block]
+
+
+def _on_build_finished(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    from sphinx.errors import ExtensionError
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    root = Path(app.confdir)
+    expected = wheel_name(app.config.release)
+    try:
+        wheel = build_wheel(root, Path(app.outdir) / PACKAGES_DIR, expected)
+        pages = rewrite_downloads(app)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ExtensionError(f"attention_downloads: {exc}") from exc
+    logger.info(
+        f"attention_downloads: {wheel.relative_to(app.outdir)}; downloads of {pages} pages "
+        f"name {app.config.attention_site_url}"
+    )
+
+
+def setup(app):
+    app.add_config_value("attention_site_url", DEFAULT_SITE_URL, "env", str)
+    app.add_config_value("attention_torch_requirement", "torch", "env", str)
+    app.add_config_value("attention_versions", {}, "env", dict)
+    app.add_directive("attention-install", InstallDirective)
+    app.connect("build-finished", _on_build_finished)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+__all__ = [
+    "DIST_NAME",
+    "Links",
+    "SphinxLinks",
+    "build_wheel",
+    "convert_notebook",
+    "convert_script",
+    "install_cell",
+    "read_literalinclude",
+    "rewrite_downloads",
+    "script_header",
+    "site_url",
+    "wheel_name",
+    "wheel_url",
+]

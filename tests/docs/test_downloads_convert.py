@@ -1,0 +1,254 @@
+"""The conversion of a page's downloads (docs/_ext/attention_downloads.py), on small made-up
+pages: no build needed. What the real build wrote is checked in test_built_downloads.py."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from docbuild import ROOT
+from packaging.utils import parse_wheel_filename
+from sphinx.directives.code import LiteralIncludeReader
+
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import attention_downloads as dl  # noqa: E402
+
+CONFIG = SimpleNamespace(source_encoding="utf-8-sig")
+
+#: reST a Markdown cell must not contain (outside code): directives and roles.
+REST_SYNTAX = re.compile(r"^\s*\.\. [\w:-]+::|:[\w-]+:`", flags=re.MULTILINE)
+
+MODULE = '''\
+"""A made-up module."""
+
+
+class Box:
+    """A box."""
+
+    def __init__(self, size: int):
+        self.size = size  # (N,)
+
+    def grow(self, by: int) -> int:
+        """Grow the box."""
+        total = self.size + by
+        return total
+
+
+def helper():
+    return 1
+'''
+
+
+def fenced_blocks(markdown: str) -> list[str]:
+    """The contents of the fenced code blocks of ``markdown``, dedented as a reader sees them."""
+    blocks = re.findall(r"(?ms)^([ \t]*)(`{3,})[^\n]*\n(.*?)^\1\2[ \t]*$", markdown)
+    return [textwrap.dedent(code) for _, _, code in blocks]
+
+
+def markdown_prose(cell_source: str) -> str:
+    """A Markdown cell without its fenced code blocks and code spans (code may show reST)."""
+    text = re.sub(r"(?ms)^([ \t]*)(`{3,})[^\n]*\n.*?^\1\2[ \t]*$", "", cell_source)
+    return re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", text)
+
+
+class FakeLinks(dl.Links):
+    def python(self, role, target, from_doc):
+        if target.startswith("attention."):
+            return None, f"https://site.test/generated/{target}.html#{target}"
+        return None
+
+    def label(self, name, from_doc):
+        if name == "sphx_glr_tutorials_05_masks.py":
+            return "Masks", "https://site.test/tutorials/05_masks.html#masks"
+        return None
+
+    def document(self, name, from_doc):
+        return ("API reference", "https://site.test/api.html") if name == "../api" else None
+
+
+@pytest.fixture
+def module(tmp_path: Path) -> Path:
+    path = tmp_path / "pkg" / "box.py"
+    path.parent.mkdir()
+    path.write_text(MODULE, encoding="utf-8")
+    return path
+
+
+def include_from(module: Path):
+    def include(arg, options):
+        assert arg == "../../pkg/box.py"
+        return dl.read_literalinclude(module, options, CONFIG)
+
+    return include
+
+
+def sphinx_reads(module: Path, **options) -> str:
+    return LiteralIncludeReader(str(module), options, CONFIG).read()[0]
+
+
+PAGE = '''\
+r"""
+A made-up page
+==============
+
+It uses :class:`attention.MultiHeadAttention`, :func:`~attention.causal_mask`,
+:class:`torch.nn.Linear`, :math:`\\sqrt{D}` and :ref:`sphx_glr_tutorials_05_masks.py`,
+see :doc:`the reference <../api>`. Literal ``:class:`x``` stays literal.
+
+.. literalinclude:: ../../pkg/box.py
+   :language: python
+   :pyobject: Box.__init__
+"""
+
+# %%
+# Only a part
+# -----------
+#
+# .. note::
+#    A note with a role, :func:`attention.masks.causal_mask`.
+#
+# .. literalinclude:: ../../pkg/box.py
+#    :language: python
+#    :pyobject: Box.grow
+#    :start-at: total =
+#    :end-at: return total
+#    :dedent: 8
+#
+# - A list item, with its own block:
+#
+#   .. literalinclude:: ../../pkg/box.py
+#      :lines: 16-17
+#
+# .. code-block:: bash
+#
+#    make html
+#
+# A literal block::
+#
+#     x = 1
+#
+# .. A comment that no reader sees.
+#
+# .. math::
+#
+#    a = b
+
+print("code")
+'''
+
+
+def test_site_url_prefers_the_variable_then_read_the_docs_then_make_serve():
+    rtd = {"READTHEDOCS_CANONICAL_URL": "https://x.readthedocs.io/en/latest/"}
+    assert dl.site_url({}) == "http://127.0.0.1:8000/"
+    assert dl.site_url(rtd) == rtd["READTHEDOCS_CANONICAL_URL"]
+    assert dl.site_url({**rtd, "ATTENTION_SITE_URL": "http://127.0.0.1:9"}) == (
+        "http://127.0.0.1:9/"
+    )
+
+
+def test_wheel_name_is_one_pip_accepts():
+    name = dl.wheel_name("0.1.0")
+    assert name == "attention_in_pytorch-0.1.0-py3-none-any.whl"
+    dist, version, _, tags = parse_wheel_filename(name)
+    assert (dist, str(version)) == ("attention-in-pytorch", "0.1.0")
+    assert {str(t) for t in tags} == {"py3-none-any"}
+
+
+def test_install_cell_is_valid_ipython_that_installs_from_the_site():
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cell = dl.install_cell(
+        site="http://127.0.0.1:9/",
+        version="1.2.3",
+        torch_requirement="torch>=2.4",
+        versions={"torch": "2.13.0", "attention-in-pytorch": "1.2.3"},
+    )
+    python = TransformerManager().transform_cell(cell)
+    compile(python, "<cell>", "exec")
+    wheel = "http://127.0.0.1:9/packages/attention_in_pytorch-1.2.3-py3-none-any.whl"
+    assert f"run_line_magic('pip', 'install \"torch>=2.4\" matplotlib {wheel}')" in python
+    assert 'if installed != "1.2.3":' in python
+    assert "torch 2.13.0, attention-in-pytorch 1.2.3" in cell
+
+
+def test_notebook_carries_the_included_code_and_no_rest(tmp_path: Path, module: Path):
+    page = tmp_path / "docs" / "tutorials" / "99_page.py"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE, encoding="utf-8")
+    gallery_conf = {
+        "first_notebook_cell": "# first",
+        "last_notebook_cell": None,
+        "notebook_images": False,
+        "pypandoc": False,
+        "promote_jupyter_magic": False,
+        "remove_config_comments": True,
+    }
+    notebook, includes = dl.convert_notebook(
+        page, gallery_conf, include=include_from(module), links=FakeLinks(), docname="t/99"
+    )
+    cells = notebook["cells"]
+    assert [c["cell_type"] for c in cells] == ["code", "markdown", "markdown", "code"]
+    assert "".join(cells[-1]["source"]) == 'print("code")'
+    markdown = "".join(cells[1]["source"]) + "".join(cells[2]["source"])
+
+    expected = [
+        sphinx_reads(module, pyobject="Box.__init__"),
+        sphinx_reads(module, pyobject="Box.grow", **{"start-at": "total =", "end-at": "return"}),
+        sphinx_reads(module, lines="16-17"),
+    ]
+    expected[1] = textwrap.dedent(expected[1])
+    assert includes == expected
+    assert expected[1] == "total = self.size + by\nreturn total\n"
+    blocks = fenced_blocks(markdown)
+    for code in expected:
+        assert textwrap.dedent(code) in blocks
+    assert "```python\n" + expected[0].rstrip() + "\n```" in markdown
+    # Inside a list item the block keeps the item's indentation.
+    assert "  ```python\n  def helper():\n      return 1\n  ```" in markdown
+
+    assert "[`attention.MultiHeadAttention`](https://site.test/generated/" in markdown
+    assert "[`causal_mask()`](https://site.test/generated/attention.causal_mask.html" in markdown
+    assert "`torch.nn.Linear`" in markdown and "[`torch.nn.Linear`]" not in markdown
+    assert "$\\sqrt{D}$" in markdown
+    assert "[Masks](https://site.test/tutorials/05_masks.html#masks)" in markdown
+    assert "[the reference](https://site.test/api.html)" in markdown
+    assert "``:class:`x```" in markdown
+    assert "\n\n> **Note**\n>\n> A note with a role, [`attention.masks" in markdown
+    assert "```bash\nmake html\n```" in markdown
+    assert "A literal block:\n\n```\nx = 1\n```" in markdown
+    assert "$$\na = b\n$$" in markdown
+    assert "comment" not in markdown
+    assert "# A made-up page" in markdown and "## Only a part" in markdown
+    assert not REST_SYNTAX.search(markdown_prose(markdown)), markdown
+
+
+def test_roles_without_links_become_plain_code():
+    converter = dl._Converter(include=None, links=dl.Links(), docname="x")
+    text = converter.finish(
+        converter.prepare_text(":class:`attention.X`, :meth:`a.b <attention.X.b>`, :term:`q`")
+    )
+    assert text == "`attention.X`, `a.b`, `q`"
+
+
+def test_script_gets_a_header_and_the_included_code_as_comments(module: Path):
+    text, includes = dl.convert_script(PAGE, include=include_from(module), header="# HEADER\n")
+    assert text.startswith('# HEADER\nr"""\n')
+    assert len(includes) == 3
+    assert ".. literalinclude::" not in text
+    # In the docstring, plain lines; in a comment block, commented lines.
+    assert "\n.. code-block:: python\n\n        def __init__(self, size: int):\n" in text
+    assert "\n# .. code-block:: python\n#\n#     total = self.size + by\n#     return total\n" in (
+        text
+    )
+    assert "\n#   .. code-block:: python\n#\n#       def helper():\n" in text
+    compile(text, "page.py", "exec")
+
+
+def test_an_include_that_would_end_the_docstring_is_refused(module: Path):
+    page = 'r"""\nT\n=\n\n.. literalinclude:: ../../pkg/box.py\n   :pyobject: Box\n"""\n'
+    with pytest.raises(ValueError, match="triple quote"):
+        dl.convert_script(page, include=include_from(module), header="")
