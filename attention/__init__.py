@@ -1,11 +1,12 @@
 """The attention mechanism in PyTorch, readable line by line and exact against PyTorch."""
 
 from .block import FeedForward, TransformerBlock
-from .classifier import AttentionClassifier, PositionalEncoding
+from .classifier import AttentionClassifier
 from .functional import scaled_dot_product_attention, tiled_attention
 from .fused import FusedMultiHeadAttention
 from .masks import causal_mask, padding_mask
 from .multi_head import MultiHeadAttention
+from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .single_head import SelfAttention
 from .viz import plot_attention
 
@@ -22,6 +23,8 @@ __all__ = [
     "FeedForward",
     "TransformerBlock",
     "PositionalEncoding",
+    "RotaryEmbedding",
+    "alibi_bias",
     "AttentionClassifier",
     "plot_attention",
 ]

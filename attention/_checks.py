@@ -95,3 +95,12 @@ def check_sequences(query: Tensor, key: Tensor, value: Tensor, embed_dim: int) -
             f"key and value must have the same length S; got key {tuple(key.shape)} "
             f"and value {tuple(value.shape)}"
         )
+
+
+def check_int(value, name: str, *, minimum: int = 0) -> None:
+    """Check an int argument (not a bool) that is at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+    if value < minimum:
+        expected = "non-negative" if minimum == 0 else f"at least {minimum}"
+        raise ValueError(f"{name} must be {expected}; got {value}")
