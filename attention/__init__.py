@@ -4,7 +4,13 @@ from .block import FeedForward, TransformerBlock
 from .classifier import AttentionClassifier
 from .functional import scaled_dot_product_attention, tiled_attention
 from .fused import FusedMultiHeadAttention
-from .masks import causal_mask, padding_mask
+from .masks import (
+    causal_mask,
+    document_mask,
+    padding_mask,
+    prefix_lm_mask,
+    sliding_window_mask,
+)
 from .multi_head import MultiHeadAttention
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .single_head import SelfAttention
@@ -15,6 +21,9 @@ __version__ = "0.1.0"
 __all__ = [
     "causal_mask",
     "padding_mask",
+    "sliding_window_mask",
+    "document_mask",
+    "prefix_lm_mask",
     "scaled_dot_product_attention",
     "tiled_attention",
     "SelfAttention",

@@ -104,3 +104,21 @@ def check_int(value, name: str, *, minimum: int = 0) -> None:
     if value < minimum:
         expected = "non-negative" if minimum == 0 else f"at least {minimum}"
         raise ValueError(f"{name} must be {expected}; got {value}")
+
+
+def check_lengths(lengths, name: str = "lengths") -> Tensor:
+    """Check a 1-D integer tensor or list of non-negative ints; return it as a tensor."""
+    if isinstance(lengths, (list, tuple)) and not lengths:
+        lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
+    if not isinstance(lengths, (Tensor, list, tuple)):
+        raise TypeError(
+            f"{name} must be a 1-D integer tensor or list of ints; got {type(lengths).__name__}"
+        )
+    lengths = torch.as_tensor(lengths)
+    if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers; got {lengths.dtype}")
+    if lengths.dim() != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {tuple(lengths.shape)}")
+    if len(lengths) and lengths.min() < 0:
+        raise ValueError(f"{name} must be non-negative; got {lengths.tolist()}")
+    return lengths
