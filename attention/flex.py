@@ -96,7 +96,7 @@ def sliding_window(window: int, *, offset: int = 0):
     return sliding_window_mask_mod
 
 
-def document(lengths=None, *, doc_ids=None, causal: bool = False):
+def document(lengths=None, *, doc_ids=None, causal: bool = False, device=None):
     r"""A ``mask_mod`` for packed documents: tokens attend only within their own document.
 
     Give either the documents' ``lengths`` (packed one after another, as
@@ -111,14 +111,15 @@ def document(lengths=None, *, doc_ids=None, causal: bool = False):
         doc_ids (Tensor, optional): the document of each token, :math:`(L)` or :math:`(N, L)`
             integers. Default: ``None``.
         causal (bool): also forbid later tokens of the same document. Default: ``False``.
+        device (torch.device, optional): where the ``mask_mod`` will run (the device of the
+            queries). Default: ``None`` (where ``lengths`` or ``doc_ids`` are; CPU for a list).
 
     Shape:
         - lengths: one entry per document; doc_ids: :math:`(L)` or :math:`(N, L)`
         - Output: a ``mask_mod(b, h, q_idx, kv_idx)`` returning a bool tensor.
 
     Returns:
-        Callable: the ``mask_mod``; the document ids it reads are on the device of
-        ``lengths`` or ``doc_ids``, which must be the device of the queries.
+        Callable: the ``mask_mod``.
 
     Examples::
 
@@ -142,6 +143,8 @@ def document(lengths=None, *, doc_ids=None, causal: bool = False):
         raise TypeError(f"doc_ids must hold integers; got {doc_ids.dtype}")
     elif doc_ids.dim() not in (1, 2):
         raise ValueError(f"doc_ids must be (L) or (N, L); got shape {tuple(doc_ids.shape)}")
+    if device is not None:
+        doc_ids = doc_ids.to(device)
     per_row = doc_ids.dim() == 2
 
     def document_mask_mod(b, h, q_idx, kv_idx):

@@ -123,6 +123,12 @@ def test_mask_mods_equal_the_masks_for_any_size(L, extra, window, prefix):
     assert torch.equal(_grid(flex.prefix_lm(p), L, L)[0, 0], prefix_lm_mask(L, p))
 
 
+def test_document_ids_are_moved_to_the_requested_device():
+    mask_mod = flex.document([2, 3], device="meta")
+    q_idx, kv_idx = torch.arange(5, device="meta")[:, None], torch.arange(5, device="meta")
+    assert mask_mod(0, 0, q_idx, kv_idx).device.type == "meta"
+
+
 def test_document_ids_per_batch_row():
     doc_ids = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1]])
     mask = _grid(flex.document(doc_ids=doc_ids), 5, 5, N=2)  # (N, 1, L, S)
