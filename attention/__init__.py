@@ -2,6 +2,7 @@
 
 from .block import FeedForward, TransformerBlock
 from .classifier import AttentionClassifier
+from .decoder import CausalSelfAttention, DecoderLM, KVCache
 from .functional import scaled_dot_product_attention, tiled_attention
 from .fused import FusedMultiHeadAttention
 from .masks import (
@@ -36,4 +37,7 @@ __all__ = [
     "alibi_bias",
     "AttentionClassifier",
     "plot_attention",
+    "CausalSelfAttention",
+    "KVCache",
+    "DecoderLM",
 ]

@@ -122,3 +122,20 @@ def check_lengths(lengths, name: str = "lengths") -> Tensor:
     if len(lengths) and lengths.min() < 0:
         raise ValueError(f"{name} must be non-negative; got {lengths.tolist()}")
     return lengths
+
+
+def check_tokens(tokens, vocab_size: int, max_len: int, *, name: str = "tokens") -> None:
+    """Check a 2-D integer tensor of token ids in ``[0, vocab_size)``, at most ``max_len`` long."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of ids; got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor; got {tokens.dtype} - use .long()")
+    if tokens.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (N, L); got shape {tuple(tokens.shape)}")
+    if tokens.shape[1] > max_len:
+        raise ValueError(f"{name} length {tokens.shape[1]} is longer than max_len={max_len}")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(
+            f"{name} ids must lie in [0, vocab_size={vocab_size}); "
+            f"got min {int(tokens.min())}, max {int(tokens.max())}"
+        )
