@@ -14,7 +14,7 @@ bool mask or additive bias it replaces, in float64, shows how FlexAttention find
 to skip, and measures what skipping saves for a sliding window as the sequence grows. It
 assumes the masks of :ref:`sphx_glr_tutorials_05_masks.py` and the block-wise computation of
 :ref:`sphx_glr_tutorials_12_memory_efficient.py`; ALiBi is introduced with the other
-position schemes on the page on positions.
+position schemes in :ref:`sphx_glr_tutorials_15_positions.py`.
 """
 
 # %%
@@ -342,9 +342,9 @@ else:
         print(f"skipped: compiling did not finish within {budget:.0f} s here")
 
 # %%
-# Where the compiled kernel ran, the sliding window's time is a fraction of the causal one's,
-# close to the share of tiles it visits; where it was skipped, the line above says why. The
-# next section measures the same saving without a compiler.
+# Where the compiled kernel ran, the two lines above give its time for each mask next to the
+# share of tiles it skipped; where it was skipped, the line says why. The next section
+# measures the same saving without a compiler.
 #
 # A sliding window's cost as the sequence grows
 # ---------------------------------------------
@@ -480,7 +480,7 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 # :func:`attention.prefix_lm_mask`, :func:`attention.causal_mask`, :func:`attention.alibi_bias`
 # and :func:`attention.scaled_dot_product_attention`.
 #
-# Next: back to the bool masks of :ref:`sphx_glr_tutorials_05_masks.py`, or on to the
-# :ref:`api` reference.
+# Next: back to the positions these masks work with, in
+# :ref:`sphx_glr_tutorials_15_positions.py`, or to the :ref:`api` reference.
 
 # sphinx_gallery_thumbnail_number = 2
