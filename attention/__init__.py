@@ -1,11 +1,19 @@
 """The attention mechanism in PyTorch, readable line by line and exact against PyTorch."""
 
 from .block import FeedForward, TransformerBlock
-from .classifier import AttentionClassifier, PositionalEncoding
+from .classifier import AttentionClassifier
+from .decoder import CausalSelfAttention, DecoderLM, KVCache
 from .functional import scaled_dot_product_attention, tiled_attention
 from .fused import FusedMultiHeadAttention
-from .masks import causal_mask, padding_mask
+from .masks import (
+    causal_mask,
+    document_mask,
+    padding_mask,
+    prefix_lm_mask,
+    sliding_window_mask,
+)
 from .multi_head import MultiHeadAttention
+from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .single_head import SelfAttention
 from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
 
@@ -14,6 +22,9 @@ __version__ = "0.1.0"
 __all__ = [
     "causal_mask",
     "padding_mask",
+    "sliding_window_mask",
+    "document_mask",
+    "prefix_lm_mask",
     "scaled_dot_product_attention",
     "tiled_attention",
     "SelfAttention",
@@ -22,9 +33,14 @@ __all__ = [
     "FeedForward",
     "TransformerBlock",
     "PositionalEncoding",
+    "RotaryEmbedding",
+    "alibi_bias",
     "AttentionClassifier",
     "plot_attention",
     "plot_matrix",
     "plot_mask",
     "mask_legend",
+    "CausalSelfAttention",
+    "KVCache",
+    "DecoderLM",
 ]

@@ -16,7 +16,8 @@ def check_int(value, name: str, *, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int; got {type(value).__name__}")
     if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}; got {value}")
+        expected = "non-negative" if minimum == 0 else f"at least {minimum}"
+        raise ValueError(f"{name} must be {expected}; got {value}")
 
 
 def check_bool(value, name: str) -> None:
@@ -162,4 +163,39 @@ def check_divisible(value: int, name: str, divisor: int, divisor_name: str) -> N
         raise ValueError(
             f"{name} must be divisible by {divisor_name} = {divisor}; got {value} "
             f"({value} % {divisor} = {value % divisor})"
+        )
+
+
+def check_lengths(lengths, name: str = "lengths") -> Tensor:
+    """Check a 1-D integer tensor or list of non-negative ints; return it as a tensor."""
+    if isinstance(lengths, (list, tuple)) and not lengths:
+        lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
+    if not isinstance(lengths, (Tensor, list, tuple)):
+        raise TypeError(
+            f"{name} must be a 1-D integer tensor or list of ints; got {type(lengths).__name__}"
+        )
+    lengths = torch.as_tensor(lengths)
+    if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers; got {lengths.dtype}")
+    if lengths.dim() != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {tuple(lengths.shape)}")
+    if len(lengths) and lengths.min() < 0:
+        raise ValueError(f"{name} must be non-negative; got {lengths.tolist()}")
+    return lengths
+
+
+def check_tokens(tokens, vocab_size: int, max_len: int, *, name: str = "tokens") -> None:
+    """Check a 2-D integer tensor of token ids in ``[0, vocab_size)``, at most ``max_len`` long."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of ids; got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor; got {tokens.dtype} - use .long()")
+    if tokens.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (N, L); got shape {tuple(tokens.shape)}")
+    if tokens.shape[1] > max_len:
+        raise ValueError(f"{name} length {tokens.shape[1]} is longer than max_len={max_len}")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(
+            f"{name} ids must lie in [0, vocab_size={vocab_size}); "
+            f"got min {int(tokens.min())}, max {int(tokens.max())}"
         )

@@ -1,63 +1,13 @@
-"""Sinusoidal positions and a small attention classifier for token sequences."""
-
-import math
+"""A small attention classifier for token sequences."""
 
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_embed, check_features, check_int
+from ._checks import check_embed, check_int
 from .block import TransformerBlock
+from .positions import PositionalEncoding
 
-__all__ = ["PositionalEncoding", "AttentionClassifier"]
-
-
-class PositionalEncoding(nn.Module):
-    r"""Add the sinusoidal position signal of the original Transformer to each token.
-
-    .. math::
-        PE_{(p, 2i)} = \sin\left(p / 10000^{2i/E}\right), \qquad
-        PE_{(p, 2i+1)} = \cos\left(p / 10000^{2i/E}\right)
-
-    Args:
-        embed_dim (int): model dimension :math:`E`.
-        max_len (int): longest sequence the table covers. Default: ``512``.
-        dropout (float): dropout after the sum, in training mode only. Default: ``0.0``.
-
-    Shape:
-        - x: :math:`(N, L, E)` with :math:`L \le` ``max_len``
-        - Output: :math:`(N, L, E)`
-
-    Examples::
-
-        >>> pe = PositionalEncoding(8, max_len=10)
-        >>> pe(torch.zeros(1, 3, 8))[0, 0]  # position 0: sin 0 = 0, cos 0 = 1
-        tensor([0., 1., 0., 1., 0., 1., 0., 1.])
-    """
-
-    pe: Tensor
-
-    def __init__(self, embed_dim: int, max_len: int = 512, *, dropout: float = 0.0):
-        super().__init__()
-        check_embed(embed_dim, 1)
-        check_int(max_len, "max_len")
-        check_dropout(dropout)
-        position = torch.arange(max_len)[:, None]  # (max_len, 1)
-        frequency = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))
-        angle = position * frequency  # (max_len, 1) * (ceil(E / 2),) -> (max_len, ceil(E / 2))
-        pe = torch.zeros(max_len, embed_dim)  # (max_len, E)
-        pe[:, 0::2] = torch.sin(angle)
-        pe[:, 1::2] = torch.cos(angle[:, : embed_dim // 2])
-        self.register_buffer("pe", pe, persistent=False)
-        self.embed_dim, self.max_len = embed_dim, max_len
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Add the position signal to ``x`` :math:`(N, L, E)`."""
-        check_features(x, "x", self.embed_dim)
-        N, L, E = x.shape
-        if L > self.max_len:
-            raise ValueError(f"sequence length {L} is longer than max_len={self.max_len}")
-        return self.dropout(x + self.pe[:L].to(x.dtype))  # (N, L, E) + (L, E) -> (N, L, E)
+__all__ = ["AttentionClassifier"]
 
 
 class AttentionClassifier(nn.Module):

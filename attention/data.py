@@ -16,7 +16,17 @@ from torch import Tensor
 
 from ._checks import check_int
 
-__all__ = ["VOCAB", "PAD_ID", "CLASSES", "POSITIVE", "NEGATIVE", "make_dataset", "encode", "decode"]
+__all__ = [
+    "VOCAB",
+    "PAD_ID",
+    "CLASSES",
+    "POSITIVE",
+    "NEGATIVE",
+    "make_dataset",
+    "encode",
+    "decode",
+    "make_repeated_sequences",
+]
 
 PAD_ID = 0
 POSITIVE = ("good", "great", "superb")
@@ -137,3 +147,48 @@ def make_dataset(
         tokens[i, :length] = encode(words)
         labels[i] = int(positive != negated)
     return tokens, labels
+
+
+def make_repeated_sequences(num: int, *, length: int, vocab_size: int, seed: int = 0) -> Tensor:
+    r"""Generate ``num`` sequences of ``length`` random tokens followed by the same tokens again.
+
+    The task of a language model that learns *induction heads* (Olsson et al., 2022): the first
+    half cannot be predicted, the second half can, by finding where the current token occurred
+    before and copying the token that followed it. Within the first half every token is
+    different (drawn without replacement), so the token to copy is never ambiguous. The best
+    possible loss on the first half's targets is therefore the entropy of a uniform draw among
+    the tokens not yet seen, :math:`\ln(V - t)` for target :math:`t = 1, \dots, T - 1`, just
+    below :math:`\ln V`; on the second half it is 0.
+
+    Args:
+        num (int): number of sequences :math:`N`.
+        length (int): tokens in each half :math:`T`, at most ``vocab_size``.
+        vocab_size (int): number of token ids :math:`V`.
+        seed (int): seed of the generator; the same seed gives the same data. Default: ``0``.
+
+    Shape:
+        - Output: :math:`(N, 2T)` int64
+
+    Returns:
+        Tensor: the sequences; ``out[:, T:]`` equals ``out[:, :T]``.
+
+    Examples::
+
+        >>> tokens = make_repeated_sequences(3, length=4, vocab_size=10, seed=1)
+        >>> tokens.shape, torch.equal(tokens[:, :4], tokens[:, 4:])
+        (torch.Size([3, 8]), True)
+    """
+    for name, value in (("num", num), ("length", length), ("vocab_size", vocab_size)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
+        if value < (0 if name == "num" else 1):
+            raise ValueError(f"{name} must be positive; got {value}")
+    if length > vocab_size:
+        raise ValueError(
+            f"length must be at most vocab_size, so that the first half's tokens are all "
+            f"different; got length={length}, vocab_size={vocab_size}"
+        )
+    g = torch.Generator().manual_seed(seed)
+    # Random keys, sorted: each row's first `length` indices are a draw without replacement.
+    first = torch.rand(num, vocab_size, generator=g).argsort(dim=1)[:, :length]  # (N, T)
+    return torch.cat([first, first], dim=1)  # (N, 2T)

@@ -9,7 +9,7 @@ the same as :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broa
 import torch
 from torch import Tensor
 
-from ._checks import check_int, check_mask
+from ._checks import check_int, check_lengths, check_mask
 
 __all__ = [
     "causal_mask",
@@ -17,6 +17,9 @@ __all__ = [
     "to_torch_attn_mask",
     "to_torch_key_padding_mask",
     "from_torch_masks",
+    "sliding_window_mask",
+    "document_mask",
+    "prefix_lm_mask",
 ]
 
 
@@ -227,3 +230,133 @@ def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor |
                 ) from None
         mask = keys if mask is None else mask & keys  # (N, 1, L, S)
     return mask
+
+
+def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=None) -> Tensor:
+    r"""Build a causal sliding-window mask: each query sees its last ``window`` keys.
+
+    Query ``i`` sits at position :math:`S - L + i` (bottom-right aligned, as
+    :func:`causal_mask`) and may attend to key ``j`` when
+
+    .. math::
+        0 \le (S - L + i) - j < \text{window},
+
+    that is, to itself and the ``window - 1`` keys before it. With ``window >= S`` it is
+    :func:`causal_mask`; with ``window = 1`` each query sees only itself. Each query attends
+    to at most ``window`` keys, so the cost grows as :math:`L \cdot \text{window}` instead of
+    :math:`L \cdot S` (Beltagy et al., 2020; Jiang et al., 2023).
+
+    Args:
+        L (int): number of queries.
+        window (int): how many keys each query sees, its own included; at least 1.
+        S (int, optional): number of keys. Default: ``None`` (``S = L``).
+        device (torch.device, optional): where to build the mask. Default: ``None`` (CPU).
+
+    Shape:
+        - Output: :math:`(L, S)`, bool, ``True`` = may attend.
+
+    Returns:
+        Tensor: a band of width ``window`` below and on the (bottom-right) diagonal.
+
+    Examples::
+
+        >>> sliding_window_mask(4, 2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    S = L if S is None else S
+    check_int(L, "L", minimum=0)
+    check_int(window, "window", minimum=1)
+    check_int(S, "S", minimum=0)
+    query = torch.arange(S - L, S, device=device)  # positions of the queries  (L,)
+    key = torch.arange(S, device=device)  # (S,)
+    distance = query[:, None] - key  # (L, 1) - (S,) -> (L, S)
+    return (distance >= 0) & (distance < window)  # (L, S)
+
+
+def document_mask(lengths, *, causal: bool = False, device=None) -> Tensor:
+    r"""Build a block-diagonal mask for documents packed into one sequence.
+
+    Documents of the given lengths lie one after another in a sequence of
+    :math:`L = \sum_d \text{lengths}_d` tokens; a token may attend only to the tokens of its
+    own document, so packing several short documents into one row changes nothing for any of
+    them. With ``causal=True`` it is also causal inside each document (packed language-model
+    training); by default the documents are bidirectional, and
+    ``document_mask(lengths) & causal_mask(L)`` is the same as ``causal=True``.
+
+    Args:
+        lengths (Tensor or sequence of int): the length of each document, in order.
+        causal (bool): also forbid later tokens of the same document. Default: ``False``.
+        device (torch.device, optional): where to build the mask. Default: ``None`` (the device
+            of ``lengths`` if it is a tensor, else CPU).
+
+    Shape:
+        - lengths: one entry per document
+        - Output: :math:`(L, L)` with :math:`L` = ``sum(lengths)``, bool, ``True`` = may attend.
+
+    Returns:
+        Tensor: ``mask[i, j]`` is ``True`` when tokens ``i`` and ``j`` are in the same document
+        (and ``j <= i`` if ``causal``).
+
+    Examples::
+
+        >>> document_mask([2, 3]).int()
+        tensor([[1, 1, 0, 0, 0],
+                [1, 1, 0, 0, 0],
+                [0, 0, 1, 1, 1],
+                [0, 0, 1, 1, 1],
+                [0, 0, 1, 1, 1]], dtype=torch.int32)
+        >>> document_mask([2, 3], causal=True).int()
+        tensor([[1, 0, 0, 0, 0],
+                [1, 1, 0, 0, 0],
+                [0, 0, 1, 0, 0],
+                [0, 0, 1, 1, 0],
+                [0, 0, 1, 1, 1]], dtype=torch.int32)
+    """
+    lengths = check_lengths(lengths)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
+    # The document of each token: 0 0 1 1 1 for lengths [2, 3]. Built where lengths live
+    # (its size depends on their values), then moved.
+    doc = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
+    mask = doc[:, None] == doc  # (L, 1) == (L,) -> (L, L)
+    if causal:
+        mask = mask & causal_mask(len(doc), device=lengths.device)  # (L, L)
+    return mask if device is None else mask.to(device)
+
+
+def prefix_lm_mask(L: int, prefix: int, *, device=None) -> Tensor:
+    r"""Build a prefix-LM mask: the first ``prefix`` tokens see each other, the rest is causal.
+
+    Query ``i`` may attend to key ``j`` when :math:`j \le i` or :math:`j <` ``prefix``: the
+    prefix (a prompt, an instruction, an image's patches) is encoded bidirectionally, and the
+    tokens after it are generated causally, each seeing the whole prefix (Raffel et al., 2020).
+    ``prefix = 0`` gives :func:`causal_mask`, ``prefix = L`` a full mask.
+
+    Args:
+        L (int): sequence length.
+        prefix (int): number of leading tokens that attend bidirectionally; at most ``L``.
+        device (torch.device, optional): where to build the mask. Default: ``None`` (CPU).
+
+    Shape:
+        - Output: :math:`(L, L)`, bool, ``True`` = may attend.
+
+    Returns:
+        Tensor: the causal mask with its top-left ``prefix`` x ``prefix`` block filled in.
+
+    Examples::
+
+        >>> prefix_lm_mask(4, 2).int()
+        tensor([[1, 1, 0, 0],
+                [1, 1, 0, 0],
+                [1, 1, 1, 0],
+                [1, 1, 1, 1]], dtype=torch.int32)
+    """
+    check_int(L, "L", minimum=0)
+    check_int(prefix, "prefix", minimum=0)
+    if prefix > L:
+        raise ValueError(f"prefix must be at most L={L}; got {prefix}")
+    key = torch.arange(L, device=device)  # (L,)
+    return causal_mask(L, device=device) | (key < prefix)  # (L, L) | (L,) -> (L, L)

@@ -10,7 +10,14 @@ from torch import Tensor, nn
 
 from ._checks import check_int, check_positive
 
-__all__ = ["train_classifier", "accuracy", "fit_sentiment_classifier", "count_parameters"]
+__all__ = [
+    "train_classifier",
+    "accuracy",
+    "fit_sentiment_classifier",
+    "count_parameters",
+    "next_token_losses",
+    "train_lm",
+]
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -232,3 +239,132 @@ def _fit_sentiment_classifier(seed: int, epochs: int, log: Callable[[str], None]
     finally:
         torch.set_num_threads(threads)
     return model.eval(), history, held_out
+
+
+def next_token_losses(model: nn.Module, tokens: Tensor) -> Tensor:
+    """The cross-entropy of predicting each next token, per target position, in eval mode.
+
+    Position :math:`t` of the result is the loss of predicting ``tokens[:, t + 1]`` from
+    ``tokens[:, :t + 1]``, averaged over the sequences (teacher forcing: the model reads the
+    true tokens, never its own predictions).
+
+    Args:
+        model (nn.Module): returns ``(logits (N, L, V), anything)`` for ``tokens``.
+        tokens (Tensor): :math:`(N, L)` token ids.
+
+    Shape:
+        - Output: :math:`(L - 1)`
+
+    Returns:
+        Tensor: the mean loss per target position; the model's training flag is restored.
+
+    Examples::
+
+        >>> from attention.data import make_repeated_sequences
+        >>> model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+        >>> next_token_losses(model, make_repeated_sequences(4, length=4, vocab_size=8)).shape
+        torch.Size([7])
+    """
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(tokens)  # (N, L, V)
+    model.train(was_training)
+    return _token_losses(logits, tokens).mean(dim=0)  # (L - 1,)
+
+
+def _token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
+    """Per-token cross-entropy of the logits at positions 0..L-2 against tokens 1..L-1."""
+    N, L, V = logits.shape
+    predicted = logits[:, :-1].reshape(-1, V)  # (N (L - 1), V)
+    losses = F.cross_entropy(predicted, tokens[:, 1:].reshape(-1), reduction="none")
+    return losses.view(N, L - 1)  # (N, L - 1)
+
+
+def train_lm(
+    model: nn.Module,
+    tokens: Tensor,
+    *,
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    log_every: int = 50,
+    log: Callable[[str], None] | None = print,
+) -> list[dict]:
+    """Train a language model on next-token prediction, with AdamW, on one CPU thread.
+
+    Each step draws ``batch_size`` sequences of ``tokens`` at random and minimises the mean
+    cross-entropy of every next token, read with teacher forcing (the model sees the true
+    prefix at every position). The learning rate warms up and then decays on a cosine
+    (one-cycle). The loss is also split by halves of the sequence: targets ``1 .. T - 1`` (the
+    first half, ``T = L // 2``) and ``T .. L - 1`` (the second half), which on
+    :func:`attention.data.make_repeated_sequences` separates what cannot be predicted from what
+    can be copied. Training runs on one thread, restored afterwards, so that the trained model
+    does not depend on the machine's core count.
+
+    Args:
+        model (nn.Module): returns ``(logits (N, L, V), anything)`` for ``tokens``.
+        tokens (Tensor): :math:`(N, L)` training sequences.
+        steps (int): optimiser steps. Default: ``300``.
+        batch_size (int): sequences per step. Default: ``32``.
+        lr (float): peak learning rate. Default: ``3e-3``.
+        weight_decay (float): AdamW's weight decay. Default: ``0.01``.
+        seed (int): seed for drawing the batches. Default: ``0``.
+        log_every (int): steps between progress lines. Default: ``50``.
+        log (callable, optional): receives each progress line. Default: ``print``.
+
+    Shape:
+        - tokens: :math:`(N, L)`, :math:`L` even for the halves to be the two copies
+
+    Returns:
+        list[dict]: per step, ``step``, ``loss`` (the batch's mean), ``first_half`` and
+        ``second_half`` (the batch's mean over each half's targets) and ``seconds`` since the
+        start. The model is left in training mode.
+
+    Examples::
+
+        >>> from attention.data import make_repeated_sequences
+        >>> model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+        >>> data = make_repeated_sequences(64, length=4, vocab_size=8)
+        >>> history = train_lm(model, data, steps=3, log=None)
+        >>> [row["step"] for row in history], sorted(history[0])
+        ([1, 2, 3], ['first_half', 'loss', 'second_half', 'seconds', 'step'])
+    """
+    g = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
+    half = tokens.shape[1] // 2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is as fast, and the same everywhere
+    history, start = [], time.perf_counter()
+    try:
+        model.train()
+        for step in range(1, steps + 1):
+            batch = tokens[torch.randint(len(tokens), (batch_size,), generator=g)]  # (B, L)
+            logits, _ = model(batch)  # (B, L, V)
+            losses = _token_losses(logits, batch)  # (B, L - 1)
+            loss = losses.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            with torch.no_grad():
+                row = {
+                    "step": step,
+                    "loss": loss.item(),
+                    "first_half": losses[:, : half - 1].mean().item(),
+                    "second_half": losses[:, half - 1 :].mean().item(),
+                    "seconds": time.perf_counter() - start,
+                }
+            history.append(row)
+            if log is not None and (step % log_every == 0 or step == steps):
+                log(
+                    f"step {step:4d}  loss {row['loss']:.4f}  first half "
+                    f"{row['first_half']:.4f}  second half {row['second_half']:.4f}  "
+                    f"({row['seconds']:.1f} s)"
+                )
+    finally:
+        torch.set_num_threads(threads)
+    return history

@@ -10,7 +10,12 @@ from docbuild import gallery_scripts
 
 import attention
 
-DOCUMENTED_MODULES = ("attention.masks", "attention.data", "attention.training")
+DOCUMENTED_MODULES = (
+    "attention.masks",
+    "attention.flex",
+    "attention.data",
+    "attention.training",
+)
 _REMOTE_ASSET = re.compile(
     r"<(?:script[^>]*\bsrc|link[^>]*\bhref)\s*=\s*[\"'](?:https?:)?//", flags=re.IGNORECASE
 )

@@ -15,7 +15,9 @@ from torch import nn
 
 import attention
 import attention.data
+import attention.flex
 import attention.masks
+import attention.positions
 import attention.training
 
 SECTIONS = ["Args:", "Shape:", "Returns:", "Examples::"]
@@ -24,7 +26,8 @@ SECTIONS = ["Args:", "Shape:", "Returns:", "Examples::"]
 def _public():
     """(id, object) for every public callable, and the from_torch constructors."""
     found = {}
-    for module in (attention, attention.masks, attention.data, attention.training):
+    for module in (attention, attention.masks, attention.positions, attention.flex,
+                   attention.data, attention.training):  # fmt: skip
         for name in module.__all__:
             obj = getattr(module, name)
             if callable(obj):

@@ -130,7 +130,7 @@ def test_self_attention_embed_dim_not_an_int(embed_dim):
 @pytest.mark.parametrize(
     "pad_id, error, match",
     [
-        (-1, ValueError, r"pad_id must be at least 0; got -1"),
+        (-1, ValueError, r"pad_id must be non-negative; got -1"),
         (10, ValueError, r"pad_id must be in \[0, vocab_size=10\); got 10"),
         (None, TypeError, r"pad_id must be an int; got NoneType"),
         (1.5, TypeError, r"pad_id must be an int; got float"),
@@ -550,7 +550,7 @@ def test_decode_bad_ids(ids, error, match):
 @pytest.mark.parametrize(
     "args, kwargs, error, match",
     [
-        ((-1,), {}, ValueError, r"n must be at least 0; got -1"),
+        ((-1,), {}, ValueError, r"n must be non-negative; got -1"),
         ((2.0,), {}, TypeError, r"n must be an int; got float"),
         ((4,), {"seed": "1"}, TypeError, r"seed must be an int; got str"),
         ((4,), {"min_len": 2}, ValueError, r"need 3 <= min_len <= max_len; got min_len=2"),

@@ -54,8 +54,8 @@ def test_causal_mask_is_built_on_the_requested_device():
 @pytest.mark.parametrize(
     "args, error, match",
     [
-        ((-1,), ValueError, r"L must be at least 0; got -1"),
-        ((2, -3), ValueError, r"S must be at least 0; got -3"),
+        ((-1,), ValueError, r"L must be non-negative; got -1"),
+        ((2, -3), ValueError, r"S must be non-negative; got -3"),
         ((2.0,), TypeError, r"L must be an int; got float"),
         ((True,), TypeError, r"L must be an int; got bool"),
     ],
@@ -91,7 +91,7 @@ def test_padding_mask_of_an_empty_batch():
         ([-1, 2], 4, ValueError, r"lengths must lie in \[0, S=4\]"),
         ([1.0, 2.0], 4, TypeError, r"lengths must be a 1-D integer tensor"),
         ([[1, 2]], 4, TypeError, r"lengths must be a 1-D integer tensor"),
-        ([1, 2], -1, ValueError, r"S must be at least 0"),
+        ([1, 2], -1, ValueError, r"S must be non-negative"),
     ],
 )
 def test_padding_mask_rejects_bad_input(lengths, S, error, match):
