@@ -10,11 +10,14 @@
 - ``attention.masks`` is documented both through re-exported names (``attention.causal_mask``)
   and as a module; viewcode then links its source back to anchors that do not exist, so the
   "[docs]" links of the source pages are pointed at the anchors that do.
+- sphinx-gallery writes figure titles into alt attributes unescaped; they are escaped, so a
+  title with a double quote is the image's whole accessible name.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import re
 
 # Remote <link>/<script> tags and the inline DataTables initialiser written into
@@ -117,8 +120,35 @@ def _fix_viewcode_backlinks(app, pagename, templatename, context, doctree):
     context["body"] = _VIEWCODE_BACK.sub(relink, context["body"])
 
 
+# sphinx-gallery writes a figure's title into its alt text unescaped, so a title with a double
+# quote ends the attribute early: the image is read as 'Query ' instead of its whole title.
+_GALLERY_IMG_ALT = re.compile(
+    r'(<img src="[^"]*" srcset="[^"]*" alt=")(.*?)("(?: class = "[^"]*")?/>)', flags=re.DOTALL
+)
+
+
+def escape_figure_alt(body: str) -> str:
+    """Return ``body`` with the alt text of sphinx-gallery's figures escaped for HTML.
+
+    >>> escape_figure_alt('<img src="a.png" srcset="a.png" alt="Query "cat"" class = "x"/>')
+    '<img src="a.png" srcset="a.png" alt="Query &quot;cat&quot;" class = "x"/>'
+    """
+
+    def escape(match):
+        alt = html.escape(html.unescape(match.group(2)), quote=True)
+        return f"{match.group(1)}{alt}{match.group(3)}"
+
+    return _GALLERY_IMG_ALT.sub(escape, body)
+
+
+def _escape_figure_alt(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = escape_figure_alt(context["body"])
+
+
 def setup(app):
     app.connect("source-read", _on_source_read)
     app.connect("missing-reference", _resolve_reexported)
     app.connect("html-page-context", _fix_viewcode_backlinks)
+    app.connect("html-page-context", _escape_figure_alt)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
