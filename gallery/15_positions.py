@@ -21,10 +21,10 @@ It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the 
 
 import torch
 
-from attention.repro import claim, seed_everything
+from attention.repro import claim, default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%

@@ -66,10 +66,10 @@ from attention.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
-from attention.repro import seed_everything
+from attention.repro import default_device, seed_everything
 
-seed = seed_everything()
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+seed = seed_everything()  # ATTENTION_SEED, default 0
+device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 L, window, lengths, prefix = 16, 4, [5, 7, 4], 6
@@ -476,7 +476,7 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 # :func:`attention.prefix_lm_mask`, :func:`attention.causal_mask`, :func:`attention.alibi_bias`
 # and :func:`attention.scaled_dot_product_attention`.
 #
-# Next: back to the positions these masks work with, in
-# :ref:`sphx_glr_tutorials_15_positions.py`, or to the :ref:`api` reference.
+# Next: attention over a sequence too long for one device, split across processes, in
+# :ref:`sphx_glr_tutorials_17_context_parallel.py`.
 
 # sphinx_gallery_thumbnail_number = 2
