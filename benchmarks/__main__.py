@@ -54,6 +54,8 @@ def run_cpu(args) -> int:
     start = time.monotonic()
     module_rows = cpu.run_modules(shapes, rounds=rounds, min_run_time=min_run_time)
     tiled_rows = cpu.run_tiled(tiled_case, rounds=rounds, min_run_time=min_run_time)
+    generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
+    generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
     elapsed = time.monotonic() - start
 
     matmul = [r["matmul_gflops"] for r in module_rows]
@@ -82,6 +84,13 @@ def run_cpu(args) -> int:
         "",
         table(tiled_rows, cpu.TILED_COLUMNS, markdown=True),
         "",
+        "## Generation with and without the KV cache",
+        "",
+        "Greedy, one sequence; the median of the rounds for one whole generation. "
+        "`cache bytes`: what the preallocated KVCache holds (float32).",
+        "",
+        table(generation_rows, cpu.GENERATION_COLUMNS, markdown=True),
+        "",
         "## Goals",
         "",
         *(
@@ -89,14 +98,14 @@ def run_cpu(args) -> int:
             if args.quick
             else [
                 f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
-                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows)
+                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows, generation_rows)
             ]
         ),
     ]
     print("\n".join(text[2:]))
     if not args.quick or args.out:
         writer = CsvWriter(results_path("cpu", args.out), cpu.FIELDS, prov)
-        for row in module_rows + tiled_rows:
+        for row in module_rows + tiled_rows + generation_rows:
             writer.write(row)
         csv_path = writer.close()
         md_path = csv_path.with_suffix(".md")

@@ -82,3 +82,31 @@ def test_goals_are_judged_from_the_rows():
     assert not speed_ok and "1.08, 1.03-1.13 over the rounds (L=128, inference)" in speed_numbers
     assert not roof_ok and roof_numbers.startswith("inference 75%; training 66% (")
     assert [ok for _, ok, _ in tiled] == [True, True]
+
+
+def test_generation_rows_report_tokens_per_second_and_cache_bytes():
+    from benchmarks import cpu
+
+    prompt, new, V, E, H, layers = cpu.QUICK_GENERATION_CASE
+    rows = cpu.run_generation(cpu.QUICK_GENERATION_CASE, rounds=1, log=lambda line: None)
+    assert [r["impl"] for r in rows] == [
+        f"H_kv={h} {kind}" for h in (H, H // 4, 1) for kind in ("cache", "no cache")
+    ]
+    for row in rows:
+        assert row["tokens_per_s"] > 0 and row["speedup"] > 0
+        if "no cache" not in row["impl"]:
+            kv_heads = int(row["impl"].split()[0].removeprefix("H_kv="))
+            # 2 (keys and values) x layers x N x H_kv x max_len x D x 4 bytes (float32)
+            assert row["cache_bytes"] == 2 * layers * 1 * kv_heads * (prompt + new) * (E // H) * 4
+
+
+def test_generation_goal_is_judged_on_the_slowest_cache_speed_up():
+    from benchmarks import cpu
+
+    def row(impl, speedup):
+        return {"impl": impl, "speedup": speedup, "case": "prompt=512"}
+
+    rows = [row("H_kv=8 cache", 7.0), row("H_kv=8 no cache", 7.0), row("H_kv=1 cache", 4.5)]
+    ((goal, ok, numbers),) = cpu.generation_goals(rows)
+    assert not ok and numbers.startswith("H_kv=8 7.0x; H_kv=1 4.5x")
+    assert cpu.generation_goals([row("H_kv=8 cache", 6.0)])[0][1]
