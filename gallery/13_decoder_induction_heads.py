@@ -337,5 +337,7 @@ claim("second-half loss without the copying head", without_induction, above=1.0)
 # :func:`attention.training.fit_repeat_model`, :func:`attention.training.train_lm` and
 # :func:`attention.training.next_token_losses`.
 #
+# Next: :ref:`sphx_glr_tutorials_14_kv_cache_gqa.py`, generating with a cache of keys and
+# values, and sharing them between heads.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 2
