@@ -56,6 +56,8 @@ def run_cpu(args) -> int:
     tiled_rows = cpu.run_tiled(tiled_case, rounds=rounds, min_run_time=min_run_time)
     cp_case = context_parallel.QUICK_CASE if args.quick else context_parallel.CASE
     cp_rows = context_parallel.run_context_parallel(cp_case)
+    generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
+    generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
     elapsed = time.monotonic() - start
 
     matmul = [r["matmul_gflops"] for r in module_rows]
@@ -96,6 +98,13 @@ def run_cpu(args) -> int:
         "",
         table(cp_rows, context_parallel.COLUMNS, markdown=True),
         "",
+        "## Generation with and without the KV cache",
+        "",
+        "Greedy, one sequence; the median of the rounds for one whole generation. "
+        "`cache bytes`: what the preallocated KVCache holds (float32).",
+        "",
+        table(generation_rows, cpu.GENERATION_COLUMNS, markdown=True),
+        "",
         "## Goals",
         "",
         *(
@@ -103,7 +112,7 @@ def run_cpu(args) -> int:
             if args.quick
             else [
                 f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
-                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows)
+                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows, generation_rows)
             ]
         ),
     ]
@@ -111,7 +120,7 @@ def run_cpu(args) -> int:
     if not args.quick or args.out:
         fields = cpu.FIELDS + context_parallel.FIELDS
         writer = CsvWriter(results_path("cpu", args.out), fields, prov)
-        for row in module_rows + tiled_rows + cp_rows:
+        for row in module_rows + tiled_rows + generation_rows + cp_rows:
             writer.write(row)
         csv_path = writer.close()
         md_path = csv_path.with_suffix(".md")

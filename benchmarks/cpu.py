@@ -10,11 +10,15 @@
 2. :func:`attention.tiled_attention` against ``F.scaled_dot_product_attention``: time in the same
    rounds, and the extra peak memory of each path measured in a fresh process
    (:mod:`benchmarks.memory`).
+3. Generation with :class:`attention.DecoderLM`: new tokens after a prompt, greedy, with and
+   without the :class:`attention.KVCache`, for ``H_kv`` in ``{H, H/4, 1}``; tokens per second
+   and the cache's bytes.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 
 import torch
@@ -38,6 +42,9 @@ SHAPES = [(4, 128, 512, 8), (4, 512, 512, 8), (2, 2048, 512, 8)]  # (N, L, E, H)
 TILED_CASE = (1, 8, 4096, 4096, 64)  # (N, H, L, S, D)
 QUICK_SHAPES = [(2, 32, 64, 4)]
 QUICK_TILED_CASE = (1, 2, 256, 256, 16)
+# (prompt, new tokens, V, E, H, layers) and the key/value heads compared.
+GENERATION_CASE = (512, 256, 256, 128, 8, 2)
+QUICK_GENERATION_CASE = (16, 8, 32, 32, 8, 1)
 TORCH = "nn.MultiheadAttention"
 FUSED = "FusedMultiHeadAttention"
 MATMUL_N = 2048
@@ -156,6 +163,49 @@ def run_tiled(case, *, rounds: int, min_run_time: float, log=print) -> list[dict
     return rows
 
 
+def run_generation(case, *, rounds: int, log=print) -> list[dict]:
+    """Greedy generation with and without the cache, for H_kv in {H, H/4, 1}: tokens/s and the
+    cache's bytes. Each round times one full generation of each candidate, in turn; the
+    medians are kept. The tokens are checked equal before timing."""
+    prompt_len, new, V, E, H, layers = case
+    rows = []
+    for kv_heads in sorted({H, max(1, H // 4), 1}, reverse=True):
+        torch.manual_seed(0)
+        model = attention.DecoderLM(
+            V, embed_dim=E, num_heads=H, num_layers=layers, max_len=prompt_len + new,
+            num_kv_heads=kv_heads,
+        ).eval()  # fmt: skip
+        prompt = torch.randint(V, (1, prompt_len))
+        cached = model.generate(prompt, new)
+        assert torch.equal(cached, model.generate(prompt, new, use_cache=False))
+        seconds: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(rounds):
+            for use_cache in (True, False) if r % 2 == 0 else (False, True):
+                start = time.perf_counter()
+                model.generate(prompt, new, use_cache=use_cache)
+                seconds[use_cache].append(time.perf_counter() - start)
+        median = {k: statistics.median(v) for k, v in seconds.items()}
+        cache_bytes = model.new_cache(1).nbytes
+        for use_cache in (True, False):
+            rows.append(
+                {
+                    "suite": "generation",
+                    "case": f"prompt={prompt_len} new={new} E={E} H={H} layers={layers}",
+                    "impl": f"H_kv={kv_heads} {'cache' if use_cache else 'no cache'}",
+                    "mode": "inference",
+                    "dtype": "float32",
+                    **dict(N=1, L=new, S=prompt_len + new, E=E, H=H, D=E // H),
+                    "median_ms": median[use_cache] * 1e3,
+                    "runs": rounds,
+                    "tokens_per_s": new / median[use_cache],
+                    "cache_bytes": cache_bytes if use_cache else 0,
+                    "speedup": median[False] / median[use_cache],
+                }
+            )
+        log(f"  timed generation, H_kv={kv_heads}")
+    return rows
+
+
 def per_round(row: dict) -> str:
     """The lowest and highest per-round time ratio to nn.MultiheadAttention, as ``lo-hi``."""
     return f"{row['ratio_round_min']:.2f}-{row['ratio_round_max']:.2f}"
@@ -181,6 +231,14 @@ TILED_COLUMNS = [
     ("peak_extra_mib", "extra peak MiB"),
     ("memory_vs_reference", "memory / reference"),
 ]
+GENERATION_COLUMNS = [
+    ("case", "case"),
+    ("impl", "generation"),
+    ("median_ms", "ms"),
+    ("tokens_per_s", "tokens/s"),
+    ("cache_bytes", "cache bytes"),
+    ("speedup", "cache speed-up"),
+]
 FIELDS = [
     "suite",
     "case",
@@ -201,6 +259,9 @@ FIELDS = [
     "ratio_to_sdpa",
     "peak_extra_mib",
     "memory_vs_reference",
+    "tokens_per_s",
+    "cache_bytes",
+    "speedup",
 ]
 
 
@@ -215,7 +276,9 @@ def recomputed(row: dict) -> str:
     return f" ({frac:.0%} counting the backward's recomputation of Q K^T)"
 
 
-def goals(module_rows: list[dict], tiled_rows: list[dict]) -> list[tuple[str, bool, str]]:
+def goals(
+    module_rows: list[dict], tiled_rows: list[dict], generation_rows: list[dict] | None = None
+) -> list[tuple[str, bool, str]]:
     """The issue's goals, each with whether this run met it and the numbers that decide it."""
     fused = [r for r in module_rows if r["impl"] == FUSED]
     worst = max(fused, key=lambda r: r["ratio_to_torch"])
@@ -245,4 +308,21 @@ def goals(module_rows: list[dict], tiled_rows: list[dict]) -> list[tuple[str, bo
             f"{tiled['memory_vs_reference']:.1%} ({tiled['peak_extra_mib']:.0f} MiB of "
             f"{tiled['peak_extra_mib'] / tiled['memory_vs_reference']:.0f} MiB)",
         ),
+        *generation_goals(generation_rows or []),
+    ]
+
+
+def generation_goals(rows: list[dict]) -> list[tuple[str, bool, str]]:
+    """Generation: the cache at least 5x faster than re-encoding, for every H_kv."""
+    cached = [r for r in rows if r["impl"].endswith(" cache") and "no cache" not in r["impl"]]
+    if not cached:
+        return []
+    worst = min(cached, key=lambda r: r["speedup"])
+    return [
+        (
+            "generation with the KV cache at least 5x faster than re-encoding, every H_kv",
+            worst["speedup"] >= 5.0,
+            "; ".join(f"{r['impl'].split()[0]} {r['speedup']:.1f}x" for r in cached)
+            + f" ({worst['case']})",
+        )
     ]

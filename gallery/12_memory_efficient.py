@@ -350,7 +350,7 @@ plot_against_length(
 # API used on this page: :func:`attention.tiled_attention`,
 # :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.
 #
-# This is the last page. Start again from the idea of attention in
-# :ref:`sphx_glr_tutorials_01_qkv_analogy.py`, or browse the :ref:`api` reference.
+# Next: the decoder half of the Transformer, a model that predicts the next token, in
+# :ref:`sphx_glr_tutorials_13_decoder_induction_heads.py`.
 
 # sphinx_gallery_thumbnail_number = 1

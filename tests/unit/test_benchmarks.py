@@ -130,3 +130,31 @@ def test_a_failing_page_is_reported_and_counted(tmp_path):
 def test_the_gpu_session_script_parses():
     run = subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_session.sh")])
     assert run.returncode == 0
+
+
+def test_generation_rows_report_tokens_per_second_and_cache_bytes():
+    from benchmarks import cpu
+
+    prompt, new, V, E, H, layers = cpu.QUICK_GENERATION_CASE
+    rows = cpu.run_generation(cpu.QUICK_GENERATION_CASE, rounds=1, log=lambda line: None)
+    assert [r["impl"] for r in rows] == [
+        f"H_kv={h} {kind}" for h in (H, H // 4, 1) for kind in ("cache", "no cache")
+    ]
+    for row in rows:
+        assert row["tokens_per_s"] > 0 and row["speedup"] > 0
+        if "no cache" not in row["impl"]:
+            kv_heads = int(row["impl"].split()[0].removeprefix("H_kv="))
+            # 2 (keys and values) x layers x N x H_kv x max_len x D x 4 bytes (float32)
+            assert row["cache_bytes"] == 2 * layers * 1 * kv_heads * (prompt + new) * (E // H) * 4
+
+
+def test_generation_goal_is_judged_on_the_slowest_cache_speed_up():
+    from benchmarks import cpu
+
+    def row(impl, speedup):
+        return {"impl": impl, "speedup": speedup, "case": "prompt=512"}
+
+    rows = [row("H_kv=8 cache", 7.0), row("H_kv=8 no cache", 7.0), row("H_kv=1 cache", 4.5)]
+    ((goal, ok, numbers),) = cpu.generation_goals(rows)
+    assert not ok and numbers.startswith("H_kv=8 7.0x; H_kv=1 4.5x")
+    assert cpu.generation_goals([row("H_kv=8 cache", 6.0)])[0][1]
