@@ -35,7 +35,7 @@ GALLERY = ROOT / "gallery"
 CLAIMS_MD = Path(__file__).with_name("claims.md")
 
 #: What marks a page that trains or samples a model: its claims depend on the rounding.
-TRAINS = re.compile(r"\.backward\(|\boptim\.|\btrain_\w*\(|\bfit_\w*\(|\.generate\(")
+TRAINS = re.compile(r"\boptim\.|\btrain_\w*\(|\bfit_\w*\(|\.generate\(")
 #: The CPU capabilities PyTorch dispatches to on x86; a CPU runs those it supports.
 CAPABILITIES = ("default", "avx2", "avx512")
 #: Seconds one page may take as a script before the run counts as failed.
