@@ -103,7 +103,7 @@ def seed_everything(seed: int | None = None) -> int:
 
 def claim(
     name: str, value: float, *, above: float | None = None, below: float | None = None
-) -> float:
+) -> None:
     """Assert ``above < value < below`` for a measured number, and record its margin.
 
     The margin is the distance to the nearer bound, as a fraction of that bound's size (of 1 when
@@ -118,8 +118,7 @@ def claim(
         above (float, optional): the value must be greater than this. Default: ``None``.
         below (float, optional): the value must be less than this. Default: ``None``.
 
-    Returns:
-        float: ``value``, so a page can print it.
+    Returns nothing, so that a claim at the end of a page's cell prints nothing there.
 
     Raises:
         AssertionError: if the value is not strictly within the bounds (or is not finite).
@@ -127,12 +126,17 @@ def claim(
     Examples::
 
         >>> claim("accuracy", 0.97, above=0.9)
-        0.97
+        >>> claim("accuracy", 0.87, above=0.9)
+        Traceback (most recent call last):
+        ...
+        AssertionError: claim failed: accuracy = 0.87, expected above 0.9
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str; got {name!r}")
     if above is None and below is None:
         raise ValueError("claim needs a bound: give above=, below= or both")
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
     value = float(value)
     margins = []
     if above is not None:
@@ -164,5 +168,5 @@ def claim(
         )
         if text
     )
-    assert margin > 0, f"claim failed: {name} = {value:g}, expected {bounds}"
-    return value
+    if not margin > 0:  # raised, not asserted: `python -O` must not skip a page's claims
+        raise AssertionError(f"claim failed: {name} = {value:g}, expected {bounds}")

@@ -216,7 +216,7 @@ LABELS = {
     "dropout2": ("dropout (dropout2)", "#fdbb84"),
 }
 fig, ax = plt.subplots(figsize=(8, 8.4), layout="constrained")
-height = draw_block(ax, orders[False], False, 2.0, "post-LN\n(norm_first=False, the paper)")
+height = draw_block(ax, orders[False], False, 2.0, "post-LN\n(norm_first=False,\nVaswani et al.)")
 draw_block(ax, orders[True], True, 6.6, "pre-LN\n(norm_first=True)")
 ax.set_xlim(-0.4, 8.2)
 ax.set_ylim(-0.7, height)

@@ -475,8 +475,8 @@ plt.show()
 #   is far larger than its tolerance; float32 gets under it only in a narrow range of much
 #   larger steps, which depends on the function's curvature (the sweep above).
 # - Check deterministic functions: evaluation mode, or no dropout.
-# - A query that may attend to nothing gets output 0, gradient 0 for itself and for the keys
-#   and values it would have read, and finite gradients everywhere else.
+# - A query that may attend to nothing gets output 0 and gradient 0 for itself, sends no
+#   gradient to any key or value, and everything else keeps finite gradients.
 # - ``-inf`` turns an empty row into NaN, and the NaN reaches the gradient of every value; a
 #   large finite fill makes the row uniform and sends gradient to keys that must stay hidden;
 #   the package fills with ``finfo.min`` and zeroes the blocked weights afterwards.

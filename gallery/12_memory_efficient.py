@@ -241,11 +241,12 @@ else:
 # The ``scores`` column is the size of one (H, L, L) matrix of scores. The reference needs
 # about twice that (the scores, then the weights), so its memory grows fourfold each time L
 # doubles (the last line above). The tiled path needs the output, which grows with L, and one
-# tile of scores, which does not: the ``out+tile`` column counts those bytes. At these
-# lengths that is a few MiB, the size of the temporaries of one tile and of the noise of a
-# measurement of the whole process, so the measured column stays at a few MiB without a clear
-# trend: what it shows is that the tiled path never comes near the reference. Torch's kernel,
-# the same idea written in C++, behaves the same way.
+# tile of scores, which does not: the ``out+tile`` column counts those bytes. The measured
+# column sits above that count (the temporaries of a tile, and the noise of measuring a whole
+# process) and grows far more slowly than the reference's; at the shortest length, where one
+# block holds every key, the tiled path saves nothing. What the table shows is the gap at the
+# long lengths: there the tiled path stays at a few percent of the reference (checked for the
+# longest). Torch's kernel, the same idea written in C++, behaves the same way.
 
 # sphinx_gallery_start_ignore
 if measured:
@@ -287,8 +288,8 @@ if measured:
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
-# reference's line is about twice as steep as the block-wise ones, and at the longest length it
-# sits far above them (the table gives the numbers).
+# reference's line has a slope of about 2, the block-wise ones a much smaller one, and at the
+# longest length the reference sits far above them (the table gives the numbers).
 #
 # Time against the sequence length
 # --------------------------------

@@ -6,7 +6,7 @@ The classifier of :ref:`sphx_glr_tutorials_10_classifier.py` reads a whole sente
 GPT-style language models work differently: they predict the *next* token, each position may
 look only at the past, and they generate text one token at a time. This page builds such a
 decoder from :class:`attention.DecoderLM`, trains a two-layer one on the CPU in seconds, and
-finds inside it the attention head that lets it copy, and compares it with the classic
+finds inside it the attention that lets it copy, and compares it with the classic
 circuit of a *previous-token head* and an *induction head* (Elhage et al., 2021, A
 Mathematical Framework for Transformer Circuits; Olsson et al., 2022, In-context Learning and
 Induction Heads).
@@ -131,7 +131,8 @@ plt.show()
 
 # %%
 # For a while both halves sit at chance. Then the second half's loss falls, abruptly: the
-# model has learned to copy. The first half's stays where it must. On the 512 held-out
+# model has learned to copy. The first half's cannot go below what random tokens allow (it
+# may wander while the copy is being learned) and ends above that floor. On the 512 held-out
 # sequences:
 
 model = model.to(device)
@@ -240,15 +241,16 @@ claim("induction score", induction.max().item(), above=0.5)
 claim("best previous-token score in layer 1", previous.max().item(), below=0.25)
 
 # %%
-# One head of layer 2 puts nearly all its weight on the stripe (the values printed above).
-# Drawn on one held-out sequence, with the tokens on the axes:
+# The best head of layer 2 puts nearly all its weight on the stripe (its score, printed above;
+# in some runs the other head of layer 2 does too). Drawn on one held-out sequence, with the
+# tokens on the axes:
 
 from attention import plot_attention
 
 labels = [str(t) for t in held_out[0].tolist()]
 fig, ax = plt.subplots(figsize=(7.5, 6.5), layout="constrained")
 _ = plot_attention(weights[1][0, induction_head], x_tokens=labels, ax=ax)
-ax.set_title(f"Layer 2, head {induction_head}: the copying head")
+ax.set_title(f"Layer 2, head {induction_head}: the highest induction score")
 plt.show()
 
 # %%
@@ -260,7 +262,8 @@ plt.show()
 # positions back, so "attend :math:`T - 1` positions back" is always right, and rotary
 # positions make that offset easy to learn without looking at the tokens at all. The
 # two-head circuit of Olsson et al. is what a model needs when the earlier occurrence can be
-# anywhere; a fixed period lets a single positional head do the work. Layer 1's heads:
+# anywhere; a fixed period lets layer 2 copy by position alone, with no previous-token head.
+# Layer 1's heads:
 
 fig = plot_attention(weights[0][0], x_tokens=labels, title="Layer 1's heads")
 plt.show()
@@ -312,12 +315,13 @@ ax.set_title("Second-half loss with one head switched off")
 plt.show()
 
 # %%
-# Without the copying head, the second half's loss climbs back towards chance:
+# Without the head of the highest induction score, the second half's loss climbs back
+# towards chance. The bar chart above shows what switching off each of the other heads costs:
 
 without_induction = ablated[2, induction_head]
-print(f"second-half loss without the copying head {without_induction:.2f} "
+print(f"second-half loss without layer 2, head {induction_head}: {without_induction:.2f} "
       f"(all heads on {second_half:.3f}, chance {chance:.2f})")  # fmt: skip
-claim("second-half loss without the copying head", without_induction, above=1.0)
+claim("second-half loss without the best induction head", without_induction, above=1.0)
 
 # %%
 # What to remember
@@ -325,7 +329,7 @@ claim("second-half loss without the copying head", without_induction, above=1.0)
 #
 # - A decoder predicts every next token in one pass; the causal mask makes that pass equal to
 #   one prediction per prefix (teacher forcing). Without the mask the model reads the answer:
-#   near-zero training loss, useless generation.
+#   near-zero training loss, and generation that gets much of the repeat wrong.
 # - On repeated random tokens, a two-layer decoder learns to copy within a few hundred steps:
 #   a head attends to the token after the earlier occurrence of the current one. With a fixed
 #   repeat period it needs no previous-token head: a positional shortcut does.

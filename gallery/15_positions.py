@@ -196,9 +196,10 @@ ax.legend()
 _ = ax.set_title(f"RoPE: a vector against itself d positions away (D = {D})")
 
 # %%
-# Near positions keep most of the dot product; far ones oscillate around 0. Nothing forces a
-# trained model to use this decay, but it gives every head a built-in preference for nearby
-# keys that it can overcome with large enough query-key alignments.
+# Near positions keep most of the dot product; far ones keep much less and oscillate (the
+# mean printed above). Nothing forces a trained model to use this decay, but it gives every
+# head a built-in preference for nearby keys that it can overcome with large enough
+# query-key alignments.
 #
 # Inside a layer, the rotation goes between the projections and the scores.
 # :class:`attention.CausalSelfAttention` does it with ``rotary=True``; with a

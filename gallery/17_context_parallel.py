@@ -2,7 +2,7 @@
 Attention across devices: context parallelism
 =============================================
 
-:ref:`sphx_glr_tutorials_12_memory_efficient.py` ended with the online softmax: attention over
+:ref:`sphx_glr_tutorials_12_memory_efficient.py` introduced the online softmax: attention over
 blocks of keys, merged one block at a time, that never builds the whole matrix of scores. The
 same merge is how attention scales past one device. When a sequence is too long for one GPU,
 each device holds a slice of it, and keys and values (or queries) move between devices.
@@ -359,8 +359,8 @@ if measured:
 #   softmax merge of page 12 puts the partial results from other devices together exactly.
 # - Ring attention moves keys and values between neighbours step by step; all-gather attention
 #   collects them all at once; Ulysses trades the sequence split for a head split.
-# - Under a causal mask, a contiguous split makes the last rank do most of the work; the
-#   zigzag split gives each rank an early and a late chunk and balances it.
+# - Under a causal mask, a contiguous split gives the last rank several times the work of the
+#   first; the zigzag split gives each rank an early and a late chunk and balances it.
 # - Check every distributed gradient against one process: a collective that looks right can
 #   have a wrong backward pass.
 #
@@ -373,6 +373,6 @@ if measured:
 # :func:`attention.functional.online_softmax_merge`.
 #
 # Next: back to the beginning in :ref:`sphx_glr_tutorials_01_qkv_analogy.py`, or the
-# :ref:`api` reference.
+# :ref:`api`.
 
 # sphinx_gallery_thumbnail_number = 1
