@@ -253,20 +253,20 @@ for kind, chosen in kinds.items():
     )
 uniform = (1 / real.sum(1).float()).mean().item()
 print(f"(a uniform head: {uniform:.2f} on any one word)")
-claim("flipping 'not': weight on the 'not'", on["flipping 'not'"][1], above=0.5)
+claim("flipping 'not': weight on the 'not' / uniform", on["flipping 'not'"][1] / uniform, above=2)
 
 # %%
-# With a ``not`` that flips the signal word, this head sends, on average over the words,
-# more than half of their weight to it (the values printed above). What it does in a
-# sentence without any ``not`` is not what it was picked for, and differs from one trained
-# model to the next: on some machines and seeds it falls back on the signal word, on others
-# it spreads its weight (rerun the page with another ``ATTENTION_SEED`` to see it change).
-# So this page claims only what the choice guarantees: the head picked for reading ``not``
-# reads ``not``. Compare the distracting row with the flipping one to see whether this head
-# also tells the two kinds of ``not`` apart. (If it is a second-layer head, remember that
-# each position it reads already mixes what the first layer gathered around it.)
-# :ref:`sphx_glr_tutorials_07_visualising_attention.py` measures which head lets the signal
-# word find the ``not`` right before it.
+# With a ``not`` that flips the signal word, this head sends it, on average over the words,
+# more than twice the share of weight a uniform head would (the values printed above). What
+# it does in a sentence without any ``not`` is not what it was picked for, and differs from
+# one trained model to the next: on some machines and seeds it falls back on the signal
+# word, on others it spreads its weight (rerun the page with another ``ATTENTION_SEED`` to
+# see it change). So this page claims only what the choice guarantees: the head picked for
+# reading ``not`` reads ``not``. Compare the distracting row with the flipping one to see
+# whether this head also tells the two kinds of ``not`` apart. (If it is a second-layer
+# head, remember that each position it reads already mixes what the first layer gathered
+# around it.) :ref:`sphx_glr_tutorials_07_visualising_attention.py` measures which head lets
+# the signal word find the ``not`` right before it.
 
 # %%
 # Switching heads off: which heads matter?
