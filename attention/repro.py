@@ -8,7 +8,7 @@ that checkable:
   CUDA when there is a GPU, else the CPU.
 - :func:`seed_everything` seeds ``random``, NumPy and PyTorch from ``ATTENTION_SEED``
   (default 0). The site's build calls it before every page, and a downloaded script calls it
-  itself, so ``ATTENTION_SEED=3 python 10_classifier.py`` reruns a page with another seed.
+  itself, so ``ATTENTION_SEED=3 python 11_classifier.py`` reruns a page with another seed.
 - :func:`claim` asserts that a measured number lies on the right side of a bound, and, when
   ``ATTENTION_CLAIMS`` names a file, appends the number and its margin to it as one JSON line.
   ``make robust`` reruns the pages over seeds and CPU capabilities and tabulates the weakest

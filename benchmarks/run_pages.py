@@ -1,6 +1,6 @@
 """Run gallery pages as scripts on a chosen device, keeping their printed output and figures.
 
-    python -m benchmarks.run_pages --device cuda --out OUT gallery/11_performance.py ...
+    python -m benchmarks.run_pages --device cuda --out OUT gallery/12_performance.py ...
 
 Each page runs in its own process with ``ATTENTION_DEVICE`` set (pages take their device from
 :func:`attention.repro.default_device`) and matplotlib's ``plt.show`` replaced by a save, so a

@@ -425,7 +425,7 @@ print(f"with the mask:                   {(masked_output - theirs_masked).abs().
 
 # %%
 # The two agree to float32 rounding. (Golden tests like this one, in float64 and with copied
-# weights, are the subject of :ref:`sphx_glr_tutorials_09_testing_against_pytorch.py`.)
+# weights, are the subject of :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py`.)
 #
 # What to remember
 # ----------------

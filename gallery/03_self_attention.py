@@ -305,7 +305,7 @@ assert eat_out[FEATURES.index("action")] < 0.05
 # "animal" and "food" (twice as much "animal", since it found two animals, as the printed
 # values show) and almost none of its own "action". In a real model the value projection is
 # learned too, and a residual connection adds the input back
-# (:ref:`sphx_glr_tutorials_06_transformer_block.py`), so a word keeps its own meaning and gains
+# (:ref:`sphx_glr_tutorials_07_transformer_block.py`), so a word keeps its own meaning and gains
 # its context.
 #
 # Self-attention does not see word order
@@ -325,7 +325,7 @@ assert torch.allclose(shuffled_out, out[:, perm])
 # %%
 # That is why models add the position of each token to its embedding before the first
 # attention layer (:class:`attention.PositionalEncoding`, used in
-# :ref:`sphx_glr_tutorials_10_classifier.py`).
+# :ref:`sphx_glr_tutorials_11_classifier.py`).
 #
 # What to remember
 # ----------------

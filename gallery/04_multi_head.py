@@ -331,7 +331,7 @@ assert torch.allclose(scores1, blend, atol=1e-5)
 # %%
 # To see the difference, give both modules a sentence. The token vectors come from a random
 # embedding table and the projections are untrained, so the patterns below are the random
-# starting point that training would shape (:ref:`sphx_glr_tutorials_10_classifier.py` trains
+# starting point that training would shape (:ref:`sphx_glr_tutorials_11_classifier.py` trains
 # heads). Even so, each head already has its own pattern.
 
 sentence = "the cat sat on the mat because it was tired".split()

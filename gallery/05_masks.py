@@ -116,7 +116,7 @@ plt.show()
 # Left, each query sees itself and the tokens before it. Middle, each sentence's padding is
 # blocked. Right, for "a dog ran" both at once: the padded keys are blocked for every query,
 # and the padded queries still get a row (their outputs are ignored later; see
-# :ref:`sphx_glr_tutorials_10_classifier.py`).
+# :ref:`sphx_glr_tutorials_11_classifier.py`).
 #
 # What the mask does to the weights
 # ---------------------------------
@@ -628,7 +628,7 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # :func:`attention.scaled_dot_product_attention`, :class:`attention.MultiHeadAttention`,
 # :func:`attention.plot_attention` and the module :mod:`attention.masks`.
 #
-# Next: :ref:`sphx_glr_tutorials_06_transformer_block.py` puts attention into a Transformer
+# Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a Transformer
 # block.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import sitecheck
 
-DEFAULT_TUTORIAL = "07_visualising_attention"
+DEFAULT_TUTORIAL = "08_visualising_attention"
 #: The trained classifier's first layer: code, a grid of heads and the printed prediction.
 DEFAULT_FIGURE = 2
 DEFAULT_OUT = sitecheck.REPO_ROOT / "docs" / "_static" / "readme-screenshot.png"

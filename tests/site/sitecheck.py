@@ -44,13 +44,13 @@ TUTORIALS = (
     "03_self_attention",
     "04_multi_head",
     "05_masks",
-    "06_transformer_block",
-    "07_visualising_attention",
-    "08_checking_gradients",
-    "09_testing_against_pytorch",
-    "10_classifier",
-    "11_performance",
-    "12_memory_efficient",
+    "07_transformer_block",
+    "08_visualising_attention",
+    "09_checking_gradients",
+    "10_testing_against_pytorch",
+    "11_classifier",
+    "12_performance",
+    "13_memory_efficient",
 )
 
 #: sphinx-gallery writes its rendered pages here (relative to the site root).

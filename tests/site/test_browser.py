@@ -23,7 +23,7 @@ MIN_CONTRAST = 4.5
 #: A figure may have a few antialiased transparent pixels at most, never a transparent ground.
 MAX_TRANSPARENT_FRACTION = 0.01
 #: Preferred page for the tutorial screenshots (the heatmaps); else the first page with figures.
-SCREENSHOT_TUTORIAL = "07_visualising_attention"
+SCREENSHOT_TUTORIAL = "08_visualising_attention"
 
 FIGURE_SELECTOR = "img.sphx-glr-single-img, img.sphx-glr-multi-img"
 

@@ -10,8 +10,8 @@ learned on real example sentences, which heads it cannot do without (switching t
 at a time), how it pools the tokens into one vector, and why padding never changes its
 answer.
 
-It assumes :ref:`sphx_glr_tutorials_06_transformer_block.py` and
-:ref:`sphx_glr_tutorials_05_masks.py`; :ref:`sphx_glr_tutorials_07_visualising_attention.py`
+It assumes :ref:`sphx_glr_tutorials_07_transformer_block.py` and
+:ref:`sphx_glr_tutorials_05_masks.py`; :ref:`sphx_glr_tutorials_08_visualising_attention.py`
 reads the same model's heads in more detail.
 """
 
@@ -107,7 +107,7 @@ assert agree == len(check_labels)
 #    :pyobject: _fit_sentiment_classifier
 #
 # It runs the recipe once per seed and keeps the model for the rest of the process: in the
-# site's build, :ref:`sphx_glr_tutorials_07_visualising_attention.py` already trained this
+# site's build, :ref:`sphx_glr_tutorials_08_visualising_attention.py` already trained this
 # model, so this page gets a copy and the same progress lines. Run on its own, the page
 # trains it itself, into the same model.
 #
@@ -265,7 +265,7 @@ claim("flipping 'not': weight on the 'not' / uniform", on["flipping 'not'"][1] /
 # reading ``not`` reads ``not``. Compare the distracting row with the flipping one to see
 # whether this head also tells the two kinds of ``not`` apart. (If it is a second-layer
 # head, remember that each position it reads already mixes what the first layer gathered
-# around it.) :ref:`sphx_glr_tutorials_07_visualising_attention.py` measures which head lets
+# around it.) :ref:`sphx_glr_tutorials_08_visualising_attention.py` measures which head lets
 # the signal word find the ``not`` right before it.
 
 # %%
@@ -416,6 +416,6 @@ assert plain_change > 0.1 and masked_change < 1e-5
 # :func:`attention.training.train_classifier` and :func:`attention.training.accuracy`; the
 # head layout of ``merge_heads`` is explained in :ref:`sphx_glr_tutorials_04_multi_head.py`.
 #
-# Next: :ref:`sphx_glr_tutorials_11_performance.py`, on the speed of attention.
+# Next: :ref:`sphx_glr_tutorials_12_performance.py`, on the speed of attention.
 
 # sphinx_gallery_thumbnail_number = 3

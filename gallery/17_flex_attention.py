@@ -13,8 +13,8 @@ prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks eac
 bool mask or additive bias it replaces, in float64, shows how FlexAttention finds the blocks
 to skip, and measures what skipping saves for a sliding window as the sequence grows. It
 assumes the masks of :ref:`sphx_glr_tutorials_05_masks.py` and the block-wise computation of
-:ref:`sphx_glr_tutorials_12_memory_efficient.py`; ALiBi is introduced with the other
-position schemes in :ref:`sphx_glr_tutorials_15_positions.py`.
+:ref:`sphx_glr_tutorials_13_memory_efficient.py`; ALiBi is introduced with the other
+position schemes in :ref:`sphx_glr_tutorials_16_positions.py`.
 """
 
 # %%
@@ -477,6 +477,6 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 # and :func:`attention.scaled_dot_product_attention`.
 #
 # Next: attention over a sequence too long for one device, split across processes, in
-# :ref:`sphx_glr_tutorials_17_context_parallel.py`.
+# :ref:`sphx_glr_tutorials_18_context_parallel.py`.
 
 # sphinx_gallery_thumbnail_number = 2

@@ -10,7 +10,7 @@ follows the gradient through a query that may attend to nothing, compares the wa
 a score, and ends with the gradient norm of every parameter of a Transformer block.
 
 It assumes :ref:`sphx_glr_tutorials_05_masks.py` (bool masks, ``True`` = may attend) and
-:ref:`sphx_glr_tutorials_06_transformer_block.py`.
+:ref:`sphx_glr_tutorials_07_transformer_block.py`.
 """
 
 # %%
@@ -487,7 +487,7 @@ plt.show()
 # :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :class:`attention.MultiHeadAttention` and :class:`attention.TransformerBlock`.
 #
-# Next: :ref:`sphx_glr_tutorials_09_testing_against_pytorch.py` checks the modules against
+# Next: :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py` checks the modules against
 # PyTorch's own.
 
 # sphinx_gallery_thumbnail_number = 1

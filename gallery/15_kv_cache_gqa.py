@@ -11,7 +11,7 @@ grouped-query attention (Ainslie et al., 2023).
 
 This page generates with and without :class:`attention.KVCache`, checks that both give the
 same tokens, times them, computes the cache's size, and trains the model of
-:ref:`sphx_glr_tutorials_13_decoder_induction_heads.py` with fewer key/value heads. It assumes
+:ref:`sphx_glr_tutorials_14_decoder_induction_heads.py` with fewer key/value heads. It assumes
 that page.
 """
 
@@ -266,6 +266,6 @@ assert difference < 1e-5
 # :func:`attention.training.next_token_losses`.
 #
 # Next: where tokens are, and how positions enter attention, in
-# :ref:`sphx_glr_tutorials_15_positions.py`.
+# :ref:`sphx_glr_tutorials_16_positions.py`.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -193,7 +193,7 @@ print(f"  one / three: {one_ms / three_ms:.2f}")
 #
 # ``F.scaled_dot_product_attention`` is one function with several implementations, called
 # backends: ``MATH`` (the formula written with ordinary operations, runs everywhere),
-# ``FLASH_ATTENTION`` (the online softmax of :ref:`sphx_glr_tutorials_12_memory_efficient.py`,
+# ``FLASH_ATTENTION`` (the online softmax of :ref:`sphx_glr_tutorials_13_memory_efficient.py`,
 # on the CPU and on recent NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for
 # GPUs) and ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). By default PyTorch takes, in a fixed
 # order of preference, the first one that supports the device, dtype and shapes; the context
@@ -297,7 +297,7 @@ _ = ax.set_title(f"One call of multi-head attention, on {device}")
 # ``nn.MultiheadAttention`` with ``False`` skips returning them, though its own inference path
 # may still build them inside. The green bars are the calls to use whenever the weights are not
 # needed (training, inference); the red ones are for looking at attention, as
-# :ref:`sphx_glr_tutorials_07_visualising_attention.py` does.
+# :ref:`sphx_glr_tutorials_08_visualising_attention.py` does.
 #
 # Lower precision: bfloat16 and float16
 # -------------------------------------
@@ -416,8 +416,8 @@ else:
 # API used on this page: :class:`attention.MultiHeadAttention`,
 # :class:`attention.FusedMultiHeadAttention` and :func:`attention.scaled_dot_product_attention`.
 #
-# Previous: :ref:`sphx_glr_tutorials_10_classifier.py`. Next:
-# :ref:`sphx_glr_tutorials_12_memory_efficient.py` opens the fused kernel: how attention can be
+# Previous: :ref:`sphx_glr_tutorials_11_classifier.py`. Next:
+# :ref:`sphx_glr_tutorials_13_memory_efficient.py` opens the fused kernel: how attention can be
 # computed without ever holding the :math:`(L, S)` matrix.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -13,7 +13,7 @@ This page works through that *online softmax* on one row with every number print
 :func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch, checks it
 against the reference, and measures peak memory and time against the sequence length. It
 assumes the scaled dot-product formula; timing is explained in
-:ref:`sphx_glr_tutorials_11_performance.py`.
+:ref:`sphx_glr_tutorials_12_performance.py`.
 """
 
 # %%
@@ -352,6 +352,6 @@ plot_against_length(
 # :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.
 #
 # Next: the decoder half of the Transformer, a model that predicts the next token, in
-# :ref:`sphx_glr_tutorials_13_decoder_induction_heads.py`.
+# :ref:`sphx_glr_tutorials_14_decoder_induction_heads.py`.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -2,7 +2,7 @@
 Attention across devices: context parallelism
 =============================================
 
-:ref:`sphx_glr_tutorials_12_memory_efficient.py` introduced the online softmax: attention over
+:ref:`sphx_glr_tutorials_13_memory_efficient.py` introduced the online softmax: attention over
 blocks of keys, merged one block at a time, that never builds the whole matrix of scores. The
 same merge is how attention scales past one device. When a sequence is too long for one GPU,
 each device holds a slice of it, and keys and values (or queries) move between devices.
@@ -13,7 +13,7 @@ and compute attention with three strategies from :mod:`attention.distributed`: a
 all-gather, and an all-to-all over heads (DeepSpeed-Ulysses). It checks them against
 single-process attention, counts the bytes each process sends, measures its peak memory, and
 shows why the causal mask needs a second way to split the sequence. The same code runs on NCCL
-across GPUs. It assumes the online softmax of page 12 and multi-head attention
+across GPUs. It assumes the online softmax of page 13 and multi-head attention
 (:ref:`sphx_glr_tutorials_04_multi_head.py`).
 """
 
@@ -315,7 +315,7 @@ print(f"K and V of the whole sequence: {kv_mib:.1f} MiB per rank, whatever P")
 
 # %%
 # That is small next to the scores here, so this run cannot show it. Inside each rank a fused
-# kernel (page 12) would remove the blocks of scores, and then the keys and values held are
+# kernel (page 13) would remove the blocks of scores, and then the keys and values held are
 # what is left.
 
 # sphinx_gallery_start_ignore
@@ -356,7 +356,7 @@ if measured:
 # ----------------
 #
 # - Split along the sequence, attention is the only layer whose positions meet; the online
-#   softmax merge of page 12 puts the partial results from other devices together exactly.
+#   softmax merge of page 13 puts the partial results from other devices together exactly.
 # - Ring attention moves keys and values between neighbours step by step; all-gather attention
 #   collects them all at once; Ulysses trades the sequence split for a head split.
 # - Under a causal mask, a contiguous split gives the last rank several times the work of the

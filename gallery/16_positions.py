@@ -12,7 +12,7 @@ scheme at one length and tested at longer ones.
 
 It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the causal mask
 (:ref:`sphx_glr_tutorials_05_masks.py`) and the classifier of
-:ref:`sphx_glr_tutorials_10_classifier.py`, which already used sinusoidal positions.
+:ref:`sphx_glr_tutorials_11_classifier.py`, which already used sinusoidal positions.
 """
 
 # %%
@@ -434,6 +434,6 @@ assert untrained.min() > 1 - 1e-6
 # :func:`attention.data.make_repeated_sequences`.
 #
 # Next: masks written as functions and run by FlexAttention, in
-# :ref:`sphx_glr_tutorials_16_flex_attention.py`.
+# :ref:`sphx_glr_tutorials_17_flex_attention.py`.
 
 # sphinx_gallery_thumbnail_number = 3

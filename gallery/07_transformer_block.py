@@ -522,7 +522,7 @@ for norm_first in (False, True):
 # :class:`attention.MultiHeadAttention` (the block's ``self_attn``),
 # :func:`attention.padding_mask` and :func:`attention.masks.to_torch_key_padding_mask`.
 #
-# Next: :ref:`sphx_glr_tutorials_07_visualising_attention.py` looks at what the heads attend
+# Next: :ref:`sphx_glr_tutorials_08_visualising_attention.py` looks at what the heads attend
 # to.
 
 # sphinx_gallery_thumbnail_number = 3

@@ -12,8 +12,8 @@ what is lost when the heads are averaged into one map, as ``nn.MultiheadAttentio
 default.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py` and
-:ref:`sphx_glr_tutorials_06_transformer_block.py`; the classifier itself is the subject of
-:ref:`sphx_glr_tutorials_10_classifier.py`.
+:ref:`sphx_glr_tutorials_07_transformer_block.py`; the classifier itself is the subject of
+:ref:`sphx_glr_tutorials_11_classifier.py`.
 """
 
 # %%
@@ -163,7 +163,7 @@ claim("untrained, mean score spread in a row", spread.mean(), below=1.5)
 #
 # :func:`attention.training.fit_sentiment_classifier` trains a classifier of the shape above
 # on 4000 generated sentences and returns the model, its history and 1000 held-out sentences
-# (:ref:`sphx_glr_tutorials_10_classifier.py` walks through the recipe). It runs on the CPU,
+# (:ref:`sphx_glr_tutorials_11_classifier.py` walks through the recipe). It runs on the CPU,
 # one line per epoch. It trains on one thread, but the model still depends on the machine: the
 # processor's vector instructions round sums differently, and over hundreds of training steps
 # the rounding differences grow into a visibly different model. So the heads below are picked
@@ -473,6 +473,6 @@ claim(
 # :func:`attention.masks.to_torch_key_padding_mask` and :class:`attention.MultiHeadAttention`
 # (each block's ``self_attn``).
 #
-# Next: :ref:`sphx_glr_tutorials_08_checking_gradients.py` checks the gradients of attention.
+# Next: :ref:`sphx_glr_tutorials_09_checking_gradients.py` checks the gradients of attention.
 
 # sphinx_gallery_thumbnail_number = 4

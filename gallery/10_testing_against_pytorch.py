@@ -12,7 +12,7 @@ masks.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
 :ref:`sphx_glr_tutorials_05_masks.py` (the two mask polarities) and
-:ref:`sphx_glr_tutorials_06_transformer_block.py`.
+:ref:`sphx_glr_tutorials_07_transformer_block.py`.
 """
 
 # %%
@@ -125,7 +125,7 @@ assert max(progress["out_proj.bias"]) < 1e-5
 # Once the query bias is in, the weights agree; the key bias changes nothing beyond rounding; the
 # value and output biases close the gap in the output. The key bias is invisible because it adds
 # the same amount :math:`q \cdot b_K` to a query's score with every key, and the softmax ignores
-# a constant shift (:ref:`sphx_glr_tutorials_08_checking_gradients.py` shows its gradient is 0
+# a constant shift (:ref:`sphx_glr_tutorials_09_checking_gradients.py` shows its gradient is 0
 # too). No comparison of outputs can catch a forgotten key bias, so a converter is also tested
 # parameter by parameter.
 #
@@ -497,6 +497,6 @@ hypothesis_home.cleanup()
 # :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :func:`attention.masks.to_torch_attn_mask` and :func:`attention.masks.to_torch_key_padding_mask`.
 #
-# Next: :ref:`sphx_glr_tutorials_10_classifier.py` trains a small attention classifier.
+# Next: :ref:`sphx_glr_tutorials_11_classifier.py` trains a small attention classifier.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -2,7 +2,7 @@
 A decoder, and the induction heads it learns
 ============================================
 
-The classifier of :ref:`sphx_glr_tutorials_10_classifier.py` reads a whole sentence at once.
+The classifier of :ref:`sphx_glr_tutorials_11_classifier.py` reads a whole sentence at once.
 GPT-style language models work differently: they predict the *next* token, each position may
 look only at the past, and they generate text one token at a time. This page builds such a
 decoder from :class:`attention.DecoderLM`, trains a two-layer one on the CPU in seconds, and
@@ -12,7 +12,7 @@ Mathematical Framework for Transformer Circuits; Olsson et al., 2022, In-context
 Induction Heads).
 
 It assumes :ref:`sphx_glr_tutorials_05_masks.py` (the causal mask) and
-:ref:`sphx_glr_tutorials_10_classifier.py` (training, and switching heads off with a hook).
+:ref:`sphx_glr_tutorials_11_classifier.py` (training, and switching heads off with a hook).
 """
 
 # %%
@@ -273,7 +273,7 @@ plt.show()
 # -----------------------
 #
 # The heatmaps show where the heads look; switching them off shows whether the model needs
-# them. As on :ref:`sphx_glr_tutorials_10_classifier.py`, a forward pre-hook on ``out_proj``
+# them. As on :ref:`sphx_glr_tutorials_11_classifier.py`, a forward pre-hook on ``out_proj``
 # zeroes one head's slice of its input, and the held-out loss of the second half is measured
 # again.
 
@@ -341,7 +341,7 @@ claim("second-half loss without the best induction head", without_induction, abo
 # :func:`attention.training.fit_repeat_model`, :func:`attention.training.train_lm` and
 # :func:`attention.training.next_token_losses`.
 #
-# Next: :ref:`sphx_glr_tutorials_14_kv_cache_gqa.py`, generating with a cache of keys and
+# Next: :ref:`sphx_glr_tutorials_15_kv_cache_gqa.py`, generating with a cache of keys and
 # values, and sharing them between heads.
 
 # sphinx_gallery_thumbnail_number = 2
