@@ -8,21 +8,21 @@ Scaled dot-product attention is the formula at the heart of every Transformer:
 
    \text{Attention}(Q, K, V) = \text{softmax}\left(\frac{Q K^\top}{\sqrt{D}}\right) V
 
-This page takes it apart into its four steps, with the shape of the tensor at each one, then
-*measures* why the scores are divided by :math:`\sqrt{D}` instead of taking it on trust. It
-ends with the package's own implementation, checked against PyTorch's. It assumes the query,
-key and value picture of :ref:`sphx_glr_tutorials_01_qkv_analogy.py`.
+This page takes it apart into its four steps, with the shape of the tensor at each one,
+then *measures* why the scores are divided by :math:`\sqrt{D}` instead of taking it on
+trust. It ends with the package's own implementation, checked against PyTorch's. It
+assumes the query, key and value picture of :ref:`sphx_glr_tutorials_01_qkv_analogy.py`.
 """
 
 # %%
 # The four steps and their shapes
 # -------------------------------
 #
-# Take :math:`L = 3` queries and :math:`S = 5` keys, each of size :math:`D = 8` (the size of a
-# query and a key must match, so that they can be compared; :math:`D` is often written
-# :math:`d_k`, and it was :math:`E` on the previous page), and one value per key, of size
-# :math:`D_v = 4`. The four sizes are all different on purpose, so that every shape printed
-# below says which size is which.
+# Take :math:`L = 3` queries and :math:`S = 5` keys, each of size :math:`D = 8` (the
+# size of a query and a key must match, so that they can be compared; :math:`D` is often
+# written :math:`d_k`, and it was :math:`E` on the previous page), and one value per
+# key, of size :math:`D_v = 4`. The four sizes are all different on purpose, so that
+# every shape printed below says which size is which.
 
 import math
 
@@ -30,7 +30,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 
 L, S, D, Dv = 3, 5, 8, 4
@@ -40,7 +40,8 @@ key = torch.randn(S, D).to(device)  # (S, D)
 value = torch.randn(S, Dv).to(device)  # (S, Dv)
 
 # %%
-# 1. **Scores.** Compare every query with every key by a dot product: one matrix product.
+# 1. **Scores.** Compare every query with every key by a dot product: one matrix
+#    product.
 #
 #    .. math::
 #
@@ -48,8 +49,8 @@ value = torch.randn(S, Dv).to(device)  # (S, Dv)
 #       \underbrace{Q}_{L \times D}\;\underbrace{K^\top}_{D \times S}
 #
 # 2. **Scale.** Divide by :math:`\sqrt{D}`; the shape does not change.
-# 3. **Softmax.** Over the last axis, the :math:`S` keys: each query's row becomes weights
-#    that are positive and sum to 1.
+# 3. **Softmax.** Over the last axis, the :math:`S` keys: each query's row becomes
+#    weights that are positive and sum to 1.
 # 4. **Weighted sum.** Each query gets the weighted average of the values:
 #    :math:`(L \times S)\,(S \times D_v) \to L \times D_v`.
 
@@ -68,7 +69,10 @@ for name, tensor in [
     ("4. output", output),
 ]:
     print(f"{name:>10}: {tuple(tensor.shape)}")
-print("each row of the weights sums to", [round(x, 4) for x in weights.sum(dim=-1).tolist()])
+print(
+    "each row of the weights sums to",
+    [round(x, 4) for x in weights.sum(dim=-1).tolist()],
+)
 
 # sphinx_gallery_start_ignore
 assert scores.shape == (L, S) and weights.shape == (L, S) and output.shape == (L, Dv)
@@ -89,7 +93,8 @@ panels = [
     (value, "V\n(S, Dv)", "RdBu_r"),
     (output, "output\n(L, Dv)", "RdBu_r"),
 ]
-widths = [matrix.shape[1] for matrix, _, _ in panels]  # so that every square is the same size
+# so that every square is the same size
+widths = [matrix.shape[1] for matrix, _, _ in panels]
 fig, axes = plt.subplots(
     1, len(panels), figsize=(12, 3.4), width_ratios=widths, layout="constrained"
 )
@@ -104,21 +109,25 @@ for ax, (matrix, title, cmap) in zip(axes, panels, strict=True):
     ax.set_xlabel(f"{m.shape[1]} columns")
 axes[0].set_ylabel("rows")
 fig.suptitle(
-    "Scaled dot-product attention: (L, D) and (D, S) make (L, S); (L, S) and (S, Dv) make (L, Dv)"
+    "Scaled dot-product attention: (L, D) and (D, S) make (L, S); (L, S) and (S, Dv) "
+    "make (L, Dv)"
 )
 plt.show()
 
 # %%
 # The inner sizes meet in each product: :math:`D` between :math:`Q` and :math:`K^\top`,
-# :math:`S` between the weights and :math:`V`. The softmax panel has only positive entries, and
-# the output has one row per query and one column per value entry.
+# :math:`S` between the weights and :math:`V`. The softmax panel has only positive
+# entries, and the output has one row per query and one column per value entry.
 #
-# Any leading dimensions ride along: with a batch of :math:`N` sequences and :math:`H` heads the
-# tensors are :math:`(N, H, L, D)`, and the same four lines work unchanged, because ``@`` and
-# ``softmax(dim=-1)`` act on the last two axes only.
+# Any leading dimensions ride along: with a batch of :math:`N` sequences and :math:`H`
+# heads the tensors are :math:`(N, H, L, D)`, and the same four lines work unchanged,
+# because ``@`` and ``softmax(dim=-1)`` act on the last two axes only.
 
-query4, key4, value4 = (torch.randn(2, 6, n, d).to(device) for n, d in [(L, D), (S, D), (S, Dv)])
-weights4 = (query4 @ key4.transpose(-2, -1) / math.sqrt(D)).softmax(dim=-1)  # (N, H, L, S)
+query4, key4, value4 = (
+    torch.randn(2, 6, n, d).to(device) for n, d in [(L, D), (S, D), (S, Dv)]
+)
+# (N, H, L, S)
+weights4 = (query4 @ key4.transpose(-2, -1) / math.sqrt(D)).softmax(dim=-1)
 output4 = weights4 @ value4  # (N, H, L, S) @ (N, H, S, Dv) -> (N, H, L, Dv)
 print("weights:", tuple(weights4.shape), " output:", tuple(output4.shape))
 
@@ -129,10 +138,10 @@ print("weights:", tuple(weights4.shape), " output:", tuple(output4.shape))
 # The dot products grow with D
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 #
-# A score is a sum of :math:`D` products. If the entries of queries and keys are independent,
-# with mean 0 and variance 1 (roughly what normalised inputs and the usual initialisations
-# give), each product :math:`q_i k_i` has variance 1, and the variances of independent terms
-# add up:
+# A score is a sum of :math:`D` products. If the entries of queries and keys are
+# independent, with mean 0 and variance 1 (roughly what normalised inputs and the usual
+# initialisations give), each product :math:`q_i k_i` has variance 1, and the variances
+# of independent terms add up:
 #
 # .. math::
 #
@@ -140,19 +149,23 @@ print("weights:", tuple(weights4.shape), " output:", tuple(output4.shape))
 #    \qquad
 #    \operatorname{Var}\left(\frac{q \cdot k}{\sqrt{D}}\right) = 1.
 #
-# So the typical score grows like :math:`\sqrt{D}`. Here is the measurement: random queries
-# and keys for :math:`D` from 1 to 1024, with :math:`S = 16` keys per query.
+# So the typical score grows like :math:`\sqrt{D}`. Here is the measurement: random
+# queries and keys for :math:`D` from 1 to 1024, with :math:`S = 16` keys per query.
 
 sizes = [2**i for i in range(11)]  # D = 1, 2, 4, ..., 1024
 n_queries, n_keys = 1000, 16
-raw_scores = {}  # D -> (n_queries, n_keys) dot products, in float64 for the statistics below
+# D -> (n_queries, n_keys) dot products, in float64 for the statistics below
+raw_scores = {}
 for d in sizes:
     q = torch.randn(n_queries, 1, d).to(device)  # (n, 1, D)
     k = torch.randn(n_queries, n_keys, d).to(device)  # (n, S, D)
-    raw_scores[d] = (q @ k.transpose(-2, -1))[:, 0].double()  # (n, 1, D) @ (n, D, S) -> (n, S)
+    # (n, 1, D) @ (n, D, S) -> (n, S)
+    raw_scores[d] = (q @ k.transpose(-2, -1))[:, 0].double()
 
 variance = torch.tensor([raw_scores[d].var().item() for d in sizes])
-variance_scaled = torch.tensor([(raw_scores[d] / math.sqrt(d)).var().item() for d in sizes])
+variance_scaled = torch.tensor(
+    [(raw_scores[d] / math.sqrt(d)).var().item() for d in sizes]
+)
 for d, v, vs in zip(sizes, variance, variance_scaled, strict=True):
     print(f"D = {d:4d}: Var(q.k) = {v:7.1f}   Var(q.k / sqrt(D)) = {vs:.2f}")
 
@@ -183,12 +196,13 @@ plt.show()
 # Large scores saturate the softmax
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 #
-# Why does the spread matter? The softmax looks at the *differences* between scores, through
-# :math:`e^{s}`. When the scores are spread over tens of units, the largest one dwarfs the
-# rest and the softmax becomes a hard argmax: nearly all the weight on one key. Two numbers
-# say how saturated a row of weights is: its largest weight (1/16 when all 16 keys share
-# equally, 1 for a hard lookup) and its entropy
-# :math:`-\sum_j w_j \log w_j` (:math:`\log 16` when spread evenly, 0 for a hard lookup).
+# Why does the spread matter? The softmax looks at the *differences* between scores,
+# through :math:`e^{s}`. When the scores are spread over tens of units, the largest one
+# dwarfs the rest and the softmax becomes a hard argmax: nearly all the weight on one
+# key. Two numbers say how saturated a row of weights is: its largest weight (1/16 when
+# all 16 keys share equally, 1 for a hard lookup) and its entropy
+# :math:`-\sum_j w_j \log w_j` (:math:`\log 16` when spread evenly, 0 for a hard
+# lookup).
 
 
 def saturation(scores):
@@ -199,18 +213,28 @@ def saturation(scores):
 
 
 unscaled_stats = torch.tensor([saturation(raw_scores[d]) for d in sizes])  # (11, 2)
-scaled_stats = torch.tensor([saturation(raw_scores[d] / math.sqrt(d)) for d in sizes])  # (11, 2)
+# (11, 2)
+scaled_stats = torch.tensor([saturation(raw_scores[d] / math.sqrt(d)) for d in sizes])
 for d, (mu, hu), (ms, hs) in zip(sizes, unscaled_stats, scaled_stats, strict=True):
-    print(f"D = {d:4d}: largest weight {mu:.3f} vs {ms:.3f} scaled;  entropy {hu:.3f} vs {hs:.3f}")
-print(f"(uniform weights: largest weight {1 / n_keys:.4f}, entropy log 16 = {math.log(16):.3f})")
+    print(
+        f"D = {d:4d}: largest weight {mu:.3f} vs {ms:.3f} scaled;  entropy {hu:.3f} vs "
+        f"{hs:.3f}"
+    )
+print(
+    f"(uniform weights: largest weight {1 / n_keys:.4f}, entropy log 16 = "
+    f"{math.log(16):.3f})"
+)
 
 # sphinx_gallery_start_ignore
 claim("largest D, not scaled: mean largest weight", unscaled_stats[-1, 0], above=0.9)
 claim("largest D, not scaled: entropy", unscaled_stats[-1, 1], below=0.2)
 claim("scaled: highest mean largest weight", scaled_stats[:, 0].max(), below=0.3)
 claim("scaled: lowest entropy", scaled_stats[:, 1].min(), above=2.0)
-claim("largest weight, not scaled minus scaled (D > 1)",
-      (unscaled_stats[1:, 0] - scaled_stats[1:, 0]).min(), above=0)  # fmt: skip
+claim(
+    "largest weight, not scaled minus scaled (D > 1)",
+    (unscaled_stats[1:, 0] - scaled_stats[1:, 0]).min(),
+    above=0,
+)
 # sphinx_gallery_end_ignore
 
 # %%
@@ -235,9 +259,10 @@ fig.suptitle("Without the scale, the softmax saturates as D grows (16 keys per q
 plt.show()
 
 # %%
-# Without the scale, the largest weight climbs towards 1 and the entropy falls towards 0: at
-# :math:`D = 1024` the value printed above shows that a query puts almost all its weight on a
-# single key. With the scale, both stay where they were for :math:`D = 1`, whatever :math:`D`.
+# Without the scale, the largest weight climbs towards 1 and the entropy falls towards
+# 0: at :math:`D = 1024` the value printed above shows that a query puts almost all its
+# weight on a single key. With the scale, both stay where they were for :math:`D = 1`,
+# whatever :math:`D`.
 #
 # Here is what that looks like for six queries at :math:`D = 512`, drawn with
 # :func:`attention.plot_attention`:
@@ -254,7 +279,9 @@ versions = {
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
-    attention.plot_attention(w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label)
+    attention.plot_attention(
+        w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label
+    )
     ax.images[0].set_clim(0.0, 1.0)  # the same colour scale for both panels
     largest = w.max(dim=-1).values.round(decimals=2).tolist()
     print(f"{label:>14}: largest weight of each row {largest}")
@@ -263,58 +290,80 @@ plt.show()
 
 # sphinx_gallery_start_ignore
 row_max = {label: w.max(-1).values for label, w in versions.items()}  # per query row
-claim("row maximum, not scaled minus scaled",
-      (row_max["not scaled"] - row_max["scaled by 1/√D"]).min(), above=0)  # fmt: skip
+claim(
+    "row maximum, not scaled minus scaled",
+    (row_max["not scaled"] - row_max["scaled by 1/√D"]).min(),
+    above=0,
+)
 claim("rows over 0.95, not scaled", (row_max["not scaled"] > 0.95).sum(), above=3.5)
 claim("largest weight, scaled", row_max["scaled by 1/√D"].max(), below=0.5)
 # sphinx_gallery_end_ignore
 
 # %%
-# On the left most rows are a single bright square, a hard lookup: their largest weights,
-# printed above, are at or near 1. On the right the same scores, divided by
+# On the left most rows are a single bright square, a hard lookup: their largest
+# weights, printed above, are at or near 1. On the right the same scores, divided by
 # :math:`\sqrt{512}`, spread each query's attention over several keys.
 #
 # A saturated softmax passes almost no gradient
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 #
-# Saturation is not only a matter of taste: it stops learning. The derivative of the softmax
-# with respect to its input :math:`z` is
+# Saturation is not only a matter of taste: it stops learning. The derivative of the
+# softmax with respect to its input :math:`z` is
 #
 # .. math::
 #
 #    \frac{\partial w_i}{\partial z_j} = w_i\,(\delta_{ij} - w_j),
 #
-# which is 0 for every :math:`i, j` when one weight is 1 and the others are 0. So whatever
-# gradient arrives from above, almost none reaches the scores, and the queries and keys that
-# made them stop changing. Measured with autograd: a random gradient arrives at the weights,
-# and we look at the size of the gradient that comes out on the softmax's input.
+# which is 0 for every :math:`i, j` when one weight is 1 and the others are 0. So
+# whatever gradient arrives from above, almost none reaches the scores, and the queries
+# and keys that made them stop changing. Measured with autograd: a random gradient
+# arrives at the weights, and we look at the size of the gradient that comes out on the
+# softmax's input.
 
 
 def gradient_through_softmax(scores):
-    """Size of the gradient on each row's softmax input, for a random gradient on its output."""
+    """Size of the gradient on each row's softmax input, for a random gradient on its
+    output.
+    """
     z = scores.clone().requires_grad_()
-    upstream = torch.randn(z.shape, dtype=z.dtype).to(z.device)  # from the layers above  (n, S)
+    # from the layers above  (n, S)
+    upstream = torch.randn(z.shape, dtype=z.dtype).to(z.device)
     (z.softmax(dim=-1) * upstream).sum().backward()
     return z.grad.norm(dim=-1)  # (n,)
 
 
-grad_unscaled = torch.stack([gradient_through_softmax(raw_scores[d]) for d in sizes])  # (11, n)
-grad_scaled = torch.stack([gradient_through_softmax(raw_scores[d] / math.sqrt(d)) for d in sizes])
+# (11, n)
+grad_unscaled = torch.stack([gradient_through_softmax(raw_scores[d]) for d in sizes])
+grad_scaled = torch.stack(
+    [gradient_through_softmax(raw_scores[d] / math.sqrt(d)) for d in sizes]
+)
 for d, gu, gs in zip(
-    sizes, grad_unscaled.median(dim=1).values, grad_scaled.median(dim=1).values, strict=True
+    sizes,
+    grad_unscaled.median(dim=1).values,
+    grad_scaled.median(dim=1).values,
+    strict=True,
 ):
     print(f"D = {d:4d}: median gradient size {gu:.2e} not scaled, {gs:.2e} scaled")
 
 # sphinx_gallery_start_ignore
 median_unscaled = grad_unscaled.median(dim=1).values
 median_scaled = grad_scaled.median(dim=1).values
-claim("largest D: gradient not scaled / scaled", median_unscaled[-1] / median_scaled[-1],
-      below=1e-3)  # fmt: skip
+claim(
+    "largest D: gradient not scaled / scaled",
+    median_unscaled[-1] / median_scaled[-1],
+    below=1e-3,
+)
 claim("scaled: smallest median gradient", median_scaled.min(), above=0.1)
-claim("scaled: largest / smallest median gradient", median_scaled.max() / median_scaled.min(),
-      below=1.5)  # fmt: skip
-claim("not scaled: gradient at the largest D / the smallest",
-      median_unscaled[-1] / median_unscaled[0], below=1e-3)  # fmt: skip
+claim(
+    "scaled: largest / smallest median gradient",
+    median_scaled.max() / median_scaled.min(),
+    below=1.5,
+)
+claim(
+    "not scaled: gradient at the largest D / the smallest",
+    median_unscaled[-1] / median_unscaled[0],
+    below=1e-3,
+)
 # sphinx_gallery_end_ignore
 
 # %%
@@ -345,10 +394,11 @@ ax.legend(fontsize="small", loc="lower left")
 plt.show()
 
 # %%
-# With the scale, the gradient that reaches the scores keeps the same size for every :math:`D`.
-# Without it, the typical gradient shrinks by orders of magnitude as :math:`D` grows (the
-# medians printed above): the model would barely learn where to look. That is the whole reason
-# for the :math:`\sqrt{D}`: it keeps the scores at a spread where the softmax is still soft.
+# With the scale, the gradient that reaches the scores keeps the same size for every
+# :math:`D`. Without it, the typical gradient shrinks by orders of magnitude as
+# :math:`D` grows (the medians printed above): the model would barely learn where to
+# look. That is the whole reason for the :math:`\sqrt{D}`: it keeps the scores at a
+# spread where the softmax is still soft.
 #
 # The package's implementation
 # ----------------------------
@@ -370,28 +420,32 @@ plt.show()
 #
 # Line by line:
 #
-# - ``_check_qkv`` and ``check_mask`` refuse bad input (wrong dtypes, query and key sizes that
-#   differ, a mask that is not bool) with a message that says what was expected, and choose
-#   the default scale :math:`1/\sqrt{D}`.
-# - ``scores = (query * scale) @ key.transpose(-2, -1)`` is steps 1 and 2; ``softmax(dim=-1)``
-#   is step 3 and ``weights @ value`` is step 4. The queries are scaled *before* the product:
-#   in ``float16`` an unscaled :math:`QK^\top` can overflow (above 65504) while the scaled
-#   scores fit, as in PyTorch's own math kernel. Both products work on the last two axes, so
-#   any batch or head dimensions in front ride along, as above.
-# - The ``mask`` lines: a mask is a bool tensor with ``True`` where a query may attend to a key.
-#   Blocked scores are replaced by the most negative finite number before the softmax, so they
-#   get weight 0, and the weights are zeroed again after it, which covers a query that may
-#   attend to nothing at all (its output is then 0, not NaN). Masks are the subject of
-#   :ref:`sphx_glr_tutorials_05_masks.py`.
+# - ``_check_qkv`` and ``check_mask`` refuse bad input (wrong dtypes, query and key
+#   sizes that differ, a mask that is not bool) with a message that says what was
+#   expected, and choose the default scale :math:`1/\sqrt{D}`.
+# - ``scores = (query * scale) @ key.transpose(-2, -1)`` is steps 1 and 2;
+#   ``softmax(dim=-1)`` is step 3 and ``weights @ value`` is step 4. The queries are
+#   scaled *before* the product: in ``float16`` an unscaled :math:`QK^\top` can overflow
+#   (above 65504) while the scaled scores fit, as in PyTorch's own math kernel. Both
+#   products work on the last two axes, so any batch or head dimensions in front ride
+#   along, as above.
+# - The ``mask`` lines: a mask is a bool tensor with ``True`` where a query may attend
+#   to a key. Blocked scores are replaced by the most negative finite number before the
+#   softmax, so they get weight 0, and the weights are zeroed again after it, which
+#   covers a query that may attend to nothing at all (its output is then 0, not NaN).
+#   Masks are the subject of :ref:`sphx_glr_tutorials_05_masks.py`.
 # - ``dropout_p`` randomly zeroes weights whenever it is positive (the modules pass 0 in
 #   evaluation mode); it is 0 by default.
 #
-# It returns the weights as well as the output, which is what lets these pages draw them.
-# Here it is on the tensors from the top of the page, with one key blocked by a mask:
+# It returns the weights as well as the output, which is what lets these pages draw
+# them. Here it is on the tensors from the top of the page, with one key blocked by a
+# mask:
 
 mask = torch.ones(L, S, dtype=torch.bool, device=device)  # (L, S): True = may attend
 mask[:, 3] = False  # no query may look at key 3
-masked_output, masked_weights = attention.scaled_dot_product_attention(query, key, value, mask)
+masked_output, masked_weights = attention.scaled_dot_product_attention(
+    query, key, value, mask
+)
 print(masked_weights)
 
 # sphinx_gallery_start_ignore
@@ -405,10 +459,11 @@ assert torch.allclose(masked_weights.sum(-1), torch.ones(L, device=device))
 # Checked against PyTorch
 # -----------------------
 #
-# PyTorch has the same operation as ``torch.nn.functional.scaled_dot_product_attention``. It
-# returns only the output (its fast kernels never build the weights), and its boolean
-# ``attn_mask`` has the same meaning as ours: ``True`` may attend. The package gives the same
-# numbers as the four steps written out above and as PyTorch, with and without the mask.
+# PyTorch has the same operation as
+# ``torch.nn.functional.scaled_dot_product_attention``. It returns only the output (its
+# fast kernels never build the weights), and its boolean ``attn_mask`` has the same
+# meaning as ours: ``True`` may attend. The package gives the same numbers as the four
+# steps written out above and as PyTorch, with and without the mask.
 
 import torch.nn.functional as F
 
@@ -420,30 +475,38 @@ torch.testing.assert_close(ours, output)
 torch.testing.assert_close(ours_weights, weights)
 torch.testing.assert_close(ours, theirs)
 torch.testing.assert_close(masked_output, theirs_masked)
-print(f"largest difference from PyTorch: {(ours - theirs).abs().max().item():.1e} (float32)")
-print(f"with the mask:                   {(masked_output - theirs_masked).abs().max().item():.1e}")
+print(
+    f"largest difference from PyTorch: {(ours - theirs).abs().max().item():.1e} "
+    "(float32)"
+)
+print(
+    "with the mask:                   "
+    f"{(masked_output - theirs_masked).abs().max().item():.1e}"
+)
 
 # %%
-# The two agree to float32 rounding. (Golden tests like this one, in float64 and with copied
-# weights, are the subject of :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py`.)
+# The two agree to float32 rounding. (Golden tests like this one, in float64 and with
+# copied weights, are the subject of
+# :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py`.)
 #
 # What to remember
 # ----------------
 #
-# - Scaled dot-product attention is four steps: scores :math:`QK^\top` :math:`(L, S)`, divide
-#   by :math:`\sqrt{D}`, softmax over the keys, weighted sum of the values :math:`(L, D_v)`.
-#   Leading batch and head dimensions ride along.
-# - The variance of a dot product of two random :math:`D`-vectors is :math:`D`; dividing by
-#   :math:`\sqrt{D}` brings it back to 1.
-# - Without the scale, large :math:`D` saturates the softmax (one key takes all the weight)
-#   and the gradient through it vanishes; with it, attention stays soft and trainable.
-# - The package's :func:`attention.scaled_dot_product_attention` returns the weights too, and
-#   matches ``torch.nn.functional.scaled_dot_product_attention``.
+# - Scaled dot-product attention is four steps: scores :math:`QK^\top` :math:`(L, S)`,
+#   divide by :math:`\sqrt{D}`, softmax over the keys, weighted sum of the values
+#   :math:`(L, D_v)`. Leading batch and head dimensions ride along.
+# - The variance of a dot product of two random :math:`D`-vectors is :math:`D`; dividing
+#   by :math:`\sqrt{D}` brings it back to 1.
+# - Without the scale, large :math:`D` saturates the softmax (one key takes all the
+#   weight) and the gradient through it vanishes; with it, attention stays soft and
+#   trainable.
+# - The package's :func:`attention.scaled_dot_product_attention` returns the weights
+#   too, and matches ``torch.nn.functional.scaled_dot_product_attention``.
 #
 # Used on this page: :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.plot_attention`.
 #
-# Next: :ref:`sphx_glr_tutorials_03_self_attention.py` makes the queries, keys and values from
-# a sequence with learned projections.
+# Next: :ref:`sphx_glr_tutorials_03_self_attention.py` makes the queries, keys and
+# values from a sequence with learned projections.
 
 # sphinx_gallery_thumbnail_number = 3

@@ -2,15 +2,15 @@ r"""
 Single-head self-attention
 ==========================
 
-In *self*-attention the queries, the keys and the values all come from the same sequence:
-every token looks at every token of its own sentence, itself included. Each token's vector is
-turned into a query, a key and a value by three learned linear maps, and scaled dot-product
-attention does the rest.
+In *self*-attention the queries, the keys and the values all come from the same
+sequence: every token looks at every token of its own sentence, itself included. Each
+token's vector is turned into a query, a key and a value by three learned linear maps,
+and scaled dot-product attention does the rest.
 
-This page reads the package's :class:`attention.SelfAttention` line by line with the shape of
-every tensor, then sets its three projections by hand on a tiny made-up embedding, so that the
-attention weights of a short sentence mean something you can check by eye. It assumes
-:ref:`sphx_glr_tutorials_02_scaled_dot_product.py`.
+This page reads the package's :class:`attention.SelfAttention` line by line with the
+shape of every tensor, then sets its three projections by hand on a tiny made-up
+embedding, so that the attention weights of a short sentence mean something you can
+check by eye. It assumes :ref:`sphx_glr_tutorials_02_scaled_dot_product.py`.
 """
 
 # %%
@@ -33,15 +33,17 @@ attention weights of a short sentence mean something you can check by eye. It as
 #
 # Line by line:
 #
-# - ``check_features``, the ``embed_dim`` test and ``check_mask`` refuse bad input before any
-#   arithmetic: ``x`` must be a float tensor :math:`(N, L, E)` with the module's :math:`E`, and
-#   an optional mask must be bool and broadcast to :math:`(N, 1, L, L)` (masks are the subject
-#   of :ref:`sphx_glr_tutorials_05_masks.py`).
-# - ``q``, ``k`` and ``v`` are three projections of the same ``x``, each :math:`(N, L, E)`.
+# - ``check_features``, the ``embed_dim`` test and ``check_mask`` refuse bad input
+#   before any arithmetic: ``x`` must be a float tensor :math:`(N, L, E)` with the
+#   module's :math:`E`, and an optional mask must be bool and broadcast to
+#   :math:`(N, 1, L, L)` (masks are the subject of
+#   :ref:`sphx_glr_tutorials_05_masks.py`).
+# - ``q``, ``k`` and ``v`` are three projections of the same ``x``, each
+#   :math:`(N, L, E)`.
 # - ``q[:, None]`` inserts a *head* axis of size 1, :math:`(N, 1, L, E)`, because
-#   :func:`attention.scaled_dot_product_attention` treats everything before the last two axes
-#   as batch; the result comes back as :math:`(N, 1, L, E)` and weights :math:`(N, 1, L, L)`.
-#   The next page puts several heads on that axis.
+#   :func:`attention.scaled_dot_product_attention` treats everything before the last two
+#   axes as batch; the result comes back as :math:`(N, 1, L, E)` and weights
+#   :math:`(N, 1, L, L)`. The next page puts several heads on that axis.
 # - ``out[:, 0]`` and ``weights[:, 0]`` remove the head axis again.
 #
 # With :math:`X` the :math:`(L, E)` matrix of one sentence's token vectors, that is
@@ -54,16 +56,17 @@ attention weights of a short sentence mean something you can check by eye. It as
 # A sentence and its embedding
 # ----------------------------
 #
-# A model first turns each word into a vector with an embedding table. Real embeddings are
-# learned and have hundreds of entries; this one is made by hand with :math:`E = 5` entries,
-# each a yes/no feature a reader can name: is the word an animal, a food, an action, a word that
-# describes animals, a word that describes food? "and" has none of them.
+# A model first turns each word into a vector with an embedding table. Real embeddings
+# are learned and have hundreds of entries; this one is made by hand with :math:`E = 5`
+# entries, each a yes/no feature a reader can name: is the word an animal, a food, an
+# action, a word that describes animals, a word that describes food? "and" has none of
+# them.
 
 import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 
 words = ["hungry", "cats", "and", "dogs", "eat", "fresh", "fish"]
@@ -83,14 +86,15 @@ for i, word in enumerate(words):
         table[i, FEATURES.index(feature)] = 1.0
 embedding = torch.nn.Embedding.from_pretrained(table)
 
-token_ids = torch.arange(len(words), device=device)[None]  # (N, L) = (1, 7): one sentence
+# (N, L) = (1, 7): one sentence
+token_ids = torch.arange(len(words), device=device)[None]
 x = embedding(token_ids)  # (N, L, E)
 N, L, E = x.shape
 print(f"N = {N} sentence, L = {L} tokens, E = {E} features;  x: {tuple(x.shape)}")
 
 # %%
-# :func:`attention.plot_matrix` draws a small labelled table, used for the embedding here and
-# for the other tables on this page.
+# :func:`attention.plot_matrix` draws a small labelled table, used for the embedding
+# here and for the other tables on this page.
 
 import matplotlib.pyplot as plt
 
@@ -107,8 +111,8 @@ plt.show()
 # Line by line, with the shapes
 # -----------------------------
 #
-# A freshly made :class:`attention.SelfAttention` has random projections. Run it, then redo its
-# forward pass by hand, one line at a time:
+# A freshly made :class:`attention.SelfAttention` has random projections. Run it, then
+# redo its forward pass by hand, one line at a time:
 
 import math
 
@@ -141,21 +145,25 @@ print("the module gives the same weights and output as the lines above")
 # %%
 # Two things to see in the shapes:
 #
-# - ``q``, ``k`` and ``v`` are all made from the same ``x``: that is what makes it *self*
-#   attention. So there are as many keys as queries, and the weights are square,
+# - ``q``, ``k`` and ``v`` are all made from the same ``x``: that is what makes it
+#   *self* attention. So there are as many keys as queries, and the weights are square,
 #   :math:`(N, L, L)`: one row per token asking, one column per token answering.
-# - The output has the shape of the input, :math:`(N, L, E)`: each token's vector is replaced by
-#   a blend of the value vectors of the tokens it attends to. That is what lets Transformer
-#   layers be stacked.
+# - The output has the shape of the input, :math:`(N, L, E)`: each token's vector is
+#   replaced by a blend of the value vectors of the tokens it attends to. That is what
+#   lets Transformer layers be stacked.
 #
-# Here are the weights of the random head, drawn with :func:`attention.plot_attention`, words
-# on both axes (queries down the side, keys along the bottom), on a colour scale from 0 to 1:
+# Here are the weights of the random head, drawn with :func:`attention.plot_attention`,
+# words on both axes (queries down the side, keys along the bottom), on a colour scale
+# from 0 to 1:
 
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
 attention.plot_attention(weights[0], x_tokens=words, ax=ax, title="A random head")
 ax.images[0].set_clim(0.0, 1.0)
 plt.show()
-print(f"weights between {weights.min():.3f} and {weights.max():.3f}; uniform would be {1 / L:.3f}")
+print(
+    f"weights between {weights.min():.3f} and {weights.max():.3f}; uniform would be "
+    f"{1 / L:.3f}"
+)
 
 # sphinx_gallery_start_ignore
 claim("random head, largest |weight - 1/L|", (weights - 1 / L).abs().max(), below=0.1)
@@ -163,27 +171,27 @@ claim("random head, largest |weight - 1/L|", (weights - 1 / L).abs().max(), belo
 
 # %%
 # Every word spreads its attention almost evenly over the whole sentence, with small
-# differences that mean nothing: the freshly initialised projections are small and random, so
-# the scores are small and random too, and the softmax of small scores is close to uniform.
-# Training would shape them; here we shape them by hand instead.
+# differences that mean nothing: the freshly initialised projections are small and
+# random, so the scores are small and random too, and the softmax of small scores is
+# close to uniform. Training would shape them; here we shape them by hand instead.
 #
 # Setting the projections by hand
 # -------------------------------
 #
-# Give the head one job: connect each word to the words it goes with. Decide what each part
-# should mean:
+# Give the head one job: connect each word to the words it goes with. Decide what each
+# part should mean:
 #
-# - the **key** of a word says what the word *is*: the key projection copies the features
-#   (:math:`W_K = I`);
-# - the **query** of a word says what it *looks for*: a word that describes animals looks for
-#   an animal, one that describes food looks for a food, an action looks for animals and food
-#   (who eats what), and animals and foods look for an action;
+# - the **key** of a word says what the word *is*: the key projection copies the
+#   features (:math:`W_K = I`);
+# - the **query** of a word says what it *looks for*: a word that describes animals
+#   looks for an animal, one that describes food looks for a food, an action looks for
+#   animals and food (who eats what), and animals and foods look for an action;
 # - the **value** passes the word's own features on (:math:`W_V = I`).
 #
-# ``nn.Linear`` computes ``x @ weight.T``, so ``weight[i, j]`` is how much input feature ``j``
-# puts into output entry ``i``. The query weight therefore reads as a table: row "what is
-# looked for", column "what the word is". A strength of 6 makes the matches stand out after the
-# division by :math:`\sqrt{E}`.
+# ``nn.Linear`` computes ``x @ weight.T``, so ``weight[i, j]`` is how much input feature
+# ``j`` puts into output entry ``i``. The query weight therefore reads as a table: row
+# "what is looked for", column "what the word is". A strength of 6 makes the matches
+# stand out after the division by :math:`\sqrt{E}`.
 
 looks_for = {
     "describes animals": ["animal"],
@@ -217,9 +225,9 @@ ax.set_ylabel("feature the query looks for (output)")
 plt.show()
 
 # %%
-# Read a column: a word with the feature at the bottom of that column makes a query for the
-# features in the column's coloured cells. The "action" column has two: a verb looks for
-# both its subject and its object.
+# Read a column: a word with the feature at the bottom of that column makes a query for
+# the features in the column's coloured cells. The "action" column has two: a verb looks
+# for both its subject and its object.
 #
 # What the head does with a sentence
 # ----------------------------------
@@ -235,23 +243,26 @@ for word, row in zip(words, weights[0], strict=True):
     rest = 1 - sum(w for _, w in strong)
     if strong:
         found = ", ".join(f"{other} {w:.2f}" for other, w in strong)
-        print(f"{word:>7} -> {found}  (the other {L - len(strong)} words share {rest:.2f})")
+        print(
+            f"{word:>7} -> {found}  (the other {L - len(strong)} words share "
+            f"{rest:.2f})"
+        )
     else:
         print(f"{word:>7} -> no word stands out: each gets {row.max():.2f}")
 
 # %%
-# Read the heatmap row by row (a row is one word asking; the printed lines list the words that
-# get more than their share of its attention):
+# Read the heatmap row by row (a row is one word asking; the printed lines list the
+# words that get more than their share of its attention):
 #
-# - "hungry" splits its attention between "cats" and "dogs", the two animals, and "fresh" puts
-#   its weight on "fish";
+# - "hungry" splits its attention between "cats" and "dogs", the two animals, and
+#   "fresh" puts its weight on "fish";
 # - "eat" looks at "cats", "dogs" and "fish" in equal parts: who eats, and what;
 # - "cats", "dogs" and "fish" each look at "eat";
-# - "and" has no features, so its query is zero, every score in its row is 0, and the softmax
-#   of equal scores is uniform: its row is flat.
+# - "and" has no features, so its query is zero, every score in its row is 0, and the
+#   softmax of equal scores is uniform: its row is flat.
 #
-# The head has no way to know that "hungry" sits next to "cats": the weights depend on what the
-# words are, not on where they are. (The last section checks this.)
+# The head has no way to know that "hungry" sits next to "cats": the weights depend on
+# what the words are, not on where they are. (The last section checks this.)
 
 # sphinx_gallery_start_ignore
 w0 = weights[0]
@@ -268,15 +279,17 @@ assert most_attended("eat", 3) == {"cats", "dogs", "fish"}
 for noun in ("cats", "dogs", "fish"):
     assert most_attended(noun, 1) == {"eat"}
 assert torch.allclose(w0[index["and"]], torch.full((L,), 1 / L, device=device))
-assert torch.allclose(w0[index["hungry"], index["cats"]], w0[index["hungry"], index["dogs"]])
+assert torch.allclose(
+    w0[index["hungry"], index["cats"]], w0[index["hungry"], index["dogs"]]
+)
 # sphinx_gallery_end_ignore
 
 # %%
 # What comes out
 # --------------
 #
-# With :math:`W_V = I`, the values are the embeddings, so each word's output is the weighted
-# average of the feature vectors of the words it attended to. Before and after:
+# With :math:`W_V = I`, the values are the embeddings, so each word's output is the
+# weighted average of the feature vectors of the words it attended to. Before and after:
 
 fig, axes = plt.subplots(1, 2, figsize=(7.4, 4.6), layout="constrained")
 labels = {"x_labels": FEATURES, "y_labels": words, "vmax": 1.0}
@@ -295,24 +308,26 @@ print(
 )
 
 # sphinx_gallery_start_ignore
-assert torch.isclose(eat_out[FEATURES.index("animal")], 2 * eat_out[FEATURES.index("food")])
+assert torch.isclose(
+    eat_out[FEATURES.index("animal")], 2 * eat_out[FEATURES.index("food")]
+)
 assert eat_out[FEATURES.index("animal")] > eat_out[FEATURES.index("food")] > 0.2
 assert eat_out[FEATURES.index("action")] < 0.05
 # sphinx_gallery_end_ignore
 
 # %%
-# Each output row now carries what its word found, not what it was: the output of "eat" holds
-# "animal" and "food" (twice as much "animal", since it found two animals, as the printed
-# values show) and almost none of its own "action". In a real model the value projection is
-# learned too, and a residual connection adds the input back
-# (:ref:`sphx_glr_tutorials_07_transformer_block.py`), so a word keeps its own meaning and gains
-# its context.
+# Each output row now carries what its word found, not what it was: the output of "eat"
+# holds "animal" and "food" (twice as much "animal", since it found two animals, as the
+# printed values show) and almost none of its own "action". In a real model the value
+# projection is learned too, and a residual connection adds the input back
+# (:ref:`sphx_glr_tutorials_07_transformer_block.py`), so a word keeps its own meaning
+# and gains its context.
 #
 # Self-attention does not see word order
 # --------------------------------------
 #
-# Shuffle the words and run the same head: every weight moves with its pair of words, and
-# nothing else changes.
+# Shuffle the words and run the same head: every weight moves with its pair of words,
+# and nothing else changes.
 
 perm = torch.tensor([4, 6, 0, 2, 5, 1, 3], device=device)  # a new order of the 7 words
 shuffled_out, shuffled_weights = head(x[:, perm])  # (N, L, E), (N, L, L)
@@ -330,21 +345,21 @@ assert torch.allclose(shuffled_out, out[:, perm])
 # What to remember
 # ----------------
 #
-# - Self-attention makes the queries, keys and values from one sequence, with three linear
-#   maps :math:`E \to E`; its weights are square, :math:`(N, L, L)`, and its output has the
-#   input's shape :math:`(N, L, E)`.
-# - The query says what a token looks for, the key what it is, the value what it passes on;
-#   training sets those meanings, and here we set them by hand.
-# - Each output vector is a blend of value vectors, so a token's new vector carries what it
-#   found in the sequence.
-# - Without positions, self-attention treats a sentence as a set of words: shuffle the input,
-#   and the output is shuffled the same way.
+# - Self-attention makes the queries, keys and values from one sequence, with three
+#   linear maps :math:`E \to E`; its weights are square, :math:`(N, L, L)`, and its
+#   output has the input's shape :math:`(N, L, E)`.
+# - The query says what a token looks for, the key what it is, the value what it passes
+#   on; training sets those meanings, and here we set them by hand.
+# - Each output vector is a blend of value vectors, so a token's new vector carries what
+#   it found in the sequence.
+# - Without positions, self-attention treats a sentence as a set of words: shuffle the
+#   input, and the output is shuffled the same way.
 #
 # Used on this page: :class:`attention.SelfAttention`,
 # :func:`attention.scaled_dot_product_attention`, :func:`attention.plot_attention`,
 # :class:`attention.PositionalEncoding`.
 #
-# Next: :ref:`sphx_glr_tutorials_04_multi_head.py` runs several heads side by side, each with
-# its own queries, keys and values.
+# Next: :ref:`sphx_glr_tutorials_04_multi_head.py` runs several heads side by side, each
+# with its own queries, keys and values.
 
 # sphinx_gallery_thumbnail_number = 4

@@ -2,29 +2,31 @@
 Multi-head attention
 ====================
 
-One attention over all 512 dimensions of a token, or eight attentions over 64 dimensions each?
-Multi-head attention takes the second option: it cuts the projected queries, keys and values
-into ``H`` slices (the *heads*), lets each slice attend on its own, glues the results back
-together and mixes them with one more linear layer. This page shows that the cut is only a
-``view`` and a ``transpose``, runs :class:`attention.MultiHeadAttention` on a batch of
-sentences, checks it against eight separate attentions, and compares one head with eight.
+One attention over all 512 dimensions of a token, or eight attentions over 64 dimensions
+each? Multi-head attention takes the second option: it cuts the projected queries, keys
+and values into ``H`` slices (the *heads*), lets each slice attend on its own, glues the
+results back together and mixes them with one more linear layer. This page shows that
+the cut is only a ``view`` and a ``transpose``, runs
+:class:`attention.MultiHeadAttention` on a batch of sentences, checks it against eight
+separate attentions, and compares one head with eight.
 
-It assumes :ref:`sphx_glr_tutorials_03_self_attention.py`: queries, keys and values are learned
-projections of the tokens, and attention is :math:`\\text{softmax}(QK^\\top/\\sqrt{D})\\,V`.
+It assumes :ref:`sphx_glr_tutorials_03_self_attention.py`: queries, keys and values are
+learned projections of the tokens, and attention is
+:math:`\\text{softmax}(QK^\\top/\\sqrt{D})\\,V`.
 """
 
 # %%
 # Setup
 # -----
 #
-# Everything runs on the GPU when there is one, else on the CPU; the seed makes every run print
-# the same numbers.
+# Everything runs on the GPU when there is one, else on the CPU; the seed makes every
+# run print the same numbers.
 
 import torch
 
 from attention.repro import default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -32,9 +34,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # Heads are slices of the embedding
 # ---------------------------------
 #
-# With ``E = 512`` and ``H = 8`` each head works in ``D = E / H = 64`` dimensions: head 0 gets
-# features 0 to 63 of every token, head 1 features 64 to 127, and so on. Two small functions do
-# the cutting and the gluing:
+# With ``E = 512`` and ``H = 8`` each head works in ``D = E / H = 64`` dimensions: head
+# 0 gets features 0 to 63 of every token, head 1 features 64 to 127, and so on. Two
+# small functions do the cutting and the gluing:
 #
 # .. literalinclude:: ../../attention/multi_head.py
 #    :language: python
@@ -44,10 +46,10 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :language: python
 #    :pyobject: merge_heads
 #
-# ``view`` reads the last dimension ``E`` as ``(H, D)``; ``transpose(1, 2)`` moves the head
-# dimension in front of the tokens, so that every head is a separate ``(L, D)`` matrix and one
-# batched matrix product serves all heads at once. Here is a batch of 4 sentences of 10 tokens
-# of 512 dimensions:
+# ``view`` reads the last dimension ``E`` as ``(H, D)``; ``transpose(1, 2)`` moves the
+# head dimension in front of the tokens, so that every head is a separate ``(L, D)``
+# matrix and one batched matrix product serves all heads at once. Here is a batch of 4
+# sentences of 10 tokens of 512 dimensions:
 
 from attention.multi_head import merge_heads, split_heads
 
@@ -65,11 +67,11 @@ assert torch.equal(back, x)
 assert all(torch.equal(heads[:, h], x[..., h * D : (h + 1) * D]) for h in range(H))
 
 # %%
-# Splitting copies nothing: ``heads`` reads the very memory of ``x``, in a different order,
-# which is why it is no longer contiguous. Merging it back transposes it to ``x``'s order
-# again, so ``reshape`` can return a view too. Attention's output, though, is computed head by
-# head and laid out as ``(N, H, L, D)`` in memory (like ``heads.contiguous()`` below); for
-# such a tensor ``reshape`` has to copy.
+# Splitting copies nothing: ``heads`` reads the very memory of ``x``, in a different
+# order, which is why it is no longer contiguous. Merging it back transposes it to
+# ``x``'s order again, so ``reshape`` can return a view too. Attention's output, though,
+# is computed head by head and laid out as ``(N, H, L, D)`` in memory (like
+# ``heads.contiguous()`` below); for such a tensor ``reshape`` has to copy.
 
 
 def same_memory(a, b):
@@ -77,7 +79,10 @@ def same_memory(a, b):
 
 
 head_by_head = heads.contiguous()  # (N, H, L, D), laid out head by head
-print(f"heads shares x's memory: {same_memory(heads, x)}; contiguous: {heads.is_contiguous()}")
+print(
+    f"heads shares x's memory: {same_memory(heads, x)}; contiguous: "
+    f"{heads.is_contiguous()}"
+)
 print(f"merge_heads(heads) shares x's memory: {same_memory(back, x)}")
 print(
     f"merge_heads(head_by_head) shares its input's memory: "
@@ -90,11 +95,12 @@ assert not same_memory(merge_heads(head_by_head), head_by_head)
 # A picture of the split
 # ----------------------
 #
-# 512 features are too many to draw, so the picture uses one sentence of ``L = 4`` tokens with
-# ``E = 12`` features and ``H = 3`` heads of ``D = 4``. Each cell shows which feature of the
-# original token it holds; its colour is the head the feature belongs to, and the shade gets
-# darker from token 0 to token 3. Every panel is drawn from the tensor that ``view``,
-# ``split_heads`` and ``merge_heads`` returned, not by hand.
+# 512 features are too many to draw, so the picture uses one sentence of ``L = 4``
+# tokens with ``E = 12`` features and ``H = 3`` heads of ``D = 4``. Each cell shows
+# which feature of the original token it holds; its colour is the head the feature
+# belongs to, and the shade gets darker from token 0 to token 3. Every panel is drawn
+# from the tensor that ``view``, ``split_heads`` and ``merge_heads`` returned, not by
+# hand.
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
@@ -102,7 +108,8 @@ from matplotlib.patches import Rectangle
 L_toy, E_toy, H_toy = 4, 12, 3
 D_toy = E_toy // H_toy
 # Cell value = token * E + feature, so every cell remembers where it came from.
-toy = torch.arange(L_toy * E_toy, dtype=torch.float32).view(1, L_toy, E_toy)  # (1, L, E)
+# (1, L, E)
+toy = torch.arange(L_toy * E_toy, dtype=torch.float32).view(1, L_toy, E_toy)
 viewed = toy.view(1, L_toy, H_toy, D_toy)  # (1, L, H, D)
 split = split_heads(toy, H_toy)  # (1, H, L, D)
 merged = merge_heads(split)  # (1, L, E)
@@ -112,16 +119,28 @@ head_colours = plt.get_cmap("tab10").colors[:H_toy]
 
 
 def draw_panel(ax, blocks, top, title, group_labels, row_labels):
-    """Draw 2-D blocks side by side from row ``top`` down; each cell shows its feature index."""
+    """Draw 2-D blocks side by side from row ``top`` down; each cell shows its feature
+    index.
+    """
     left = 0
     for g, block in enumerate(blocks.tolist()):
         if group_labels:
-            ax.text(left + len(block[0]) / 2, top - 0.15, group_labels[g], ha="center", fontsize=8)
+            ax.text(
+                left + len(block[0]) / 2,
+                top - 0.15,
+                group_labels[g],
+                ha="center",
+                fontsize=8,
+            )
         for r, row in enumerate(block):
             for c, value in enumerate(row):
                 token, feature = divmod(int(value), E_toy)
-                colour = [ch * (1 - 0.18 * token) for ch in head_colours[feature // D_toy]]
-                ax.add_patch(Rectangle((left + c, top + r), 1, 1, fc=colour, ec="white"))
+                colour = [
+                    ch * (1 - 0.18 * token) for ch in head_colours[feature // D_toy]
+                ]
+                ax.add_patch(
+                    Rectangle((left + c, top + r), 1, 1, fc=colour, ec="white")
+                )
                 ax.text(
                     left + c + 0.5,
                     top + r + 0.5,
@@ -140,7 +159,9 @@ def draw_panel(ax, blocks, top, title, group_labels, row_labels):
 tokens = [f"token {i}" for i in range(L_toy)]
 head_names = [f"head {h}" for h in range(H_toy)]
 fig, ax = plt.subplots(figsize=(8, 8.6), layout="constrained")
-draw_panel(ax, toy, 0, "1. x: (N, L, E), one sentence of 4 tokens x 12 features", None, tokens)
+draw_panel(
+    ax, toy, 0, "1. x: (N, L, E), one sentence of 4 tokens x 12 features", None, tokens
+)
 draw_panel(
     ax,
     viewed[0],
@@ -157,7 +178,14 @@ draw_panel(
     head_names,
     tokens,
 )
-draw_panel(ax, merged, 20, "4. merge_heads -> (N, L, E): every feature back in place", None, tokens)
+draw_panel(
+    ax,
+    merged,
+    20,
+    "4. merge_heads -> (N, L, E): every feature back in place",
+    None,
+    tokens,
+)
 ax.set_xlim(-4.2, 19.2)
 ax.set_ylim(24.3, -2)
 ax.set_aspect("equal")
@@ -169,26 +197,28 @@ ax.set_title(
 plt.show()
 
 # %%
-# In panel 2 the memory is untouched, only read as ``(H, D)`` per token. In panel 3 each head's
-# block holds its own 4 features of *every* token, the layout a batched matrix product needs:
-# head 1 is a ``(4, 4)`` matrix of features 4 to 7 of tokens 0 to 3. ``split_heads`` is panels
-# 1 to 3; ``merge_heads`` goes back from 3 to 4, which equals 1.
+# In panel 2 the memory is untouched, only read as ``(H, D)`` per token. In panel 3 each
+# head's block holds its own 4 features of *every* token, the layout a batched matrix
+# product needs: head 1 is a ``(4, 4)`` matrix of features 4 to 7 of tokens 0 to 3.
+# ``split_heads`` is panels 1 to 3; ``merge_heads`` goes back from 3 to 4, which equals
+# 1.
 #
 # The module
 # ----------
 #
-# :class:`attention.MultiHeadAttention` projects the tokens to queries, keys and values with
-# three ``(E, E)`` linear layers, splits each into heads, runs
-# :func:`attention.scaled_dot_product_attention` on all heads at once (the head dimension is
-# just one more batch dimension), merges the heads and applies the output projection:
+# :class:`attention.MultiHeadAttention` projects the tokens to queries, keys and values
+# with three ``(E, E)`` linear layers, splits each into heads, runs
+# :func:`attention.scaled_dot_product_attention` on all heads at once (the head
+# dimension is just one more batch dimension), merges the heads and applies the output
+# projection:
 #
 # .. literalinclude:: ../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention.forward
 #
-# The projection step and the attention call are two small methods of their own, the ones
-# :class:`attention.FusedMultiHeadAttention` overrides to pack the projections and to call
-# PyTorch's fused kernel:
+# The projection step and the attention call are two small methods of their own, the
+# ones :class:`attention.FusedMultiHeadAttention` overrides to pack the projections and
+# to call PyTorch's fused kernel:
 #
 # .. literalinclude:: ../../attention/multi_head.py
 #    :language: python
@@ -206,7 +236,10 @@ mha = MultiHeadAttention(E, H).to(device).eval()
 out, weights = mha(x)
 print(f"input   {tuple(x.shape)}  (N, L, E)")
 print(f"output  {tuple(out.shape)}  (N, L, E)")
-print(f"weights {tuple(weights.shape)}  (N, H, L, S): one (L, S) matrix per sentence and head")
+print(
+    f"weights {tuple(weights.shape)}  (N, H, L, S): one (L, S) matrix per sentence and "
+    "head"
+)
 assert out.shape == (4, 10, 512) and weights.shape == (4, 8, 10, 10)
 assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
 
@@ -215,15 +248,16 @@ assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
 # -------------------------
 #
 # The splitting is only bookkeeping: the same result comes from eight independent
-# attentions, head ``h`` using rows ``64 h`` to ``64 h + 63`` of each projection matrix, with the
-# eight outputs concatenated and passed through ``out_proj``.
+# attentions, head ``h`` using rows ``64 h`` to ``64 h + 63`` of each projection matrix,
+# with the eight outputs concatenated and passed through ``out_proj``.
 
 from attention import scaled_dot_product_attention
 
 
 def project(linear, x, rows):
     """Rows ``rows`` of a linear layer: one head's slice of the projection."""
-    return x @ linear.weight[rows].T + linear.bias[rows]  # (N, L, E) @ (E, D) -> (N, L, D)
+    # (N, L, E) @ (E, D) -> (N, L, D)
+    return x @ linear.weight[rows].T + linear.bias[rows]
 
 
 with torch.no_grad():
@@ -240,11 +274,12 @@ diff = (by_hand - out).abs().max().item()
 print(f"largest difference between the module and 8 separate attentions: {diff:.1e}")
 assert diff < 1e-5  # float32: the two orders of summation differ in the last bits only
 
-# sphinx_gallery_start_ignore
-# Attention's output is laid out head by head, as said above: merge_heads has to copy it.
+# sphinx_gallery_start_ignore Attention's output is laid out head by head, as said
+# above: merge_heads has to copy it.
 with torch.no_grad():
     q_heads = split_heads(mha.q_proj(x), H)  # (N, H, L, D)
-    attended = scaled_dot_product_attention(q_heads, q_heads, q_heads)[0]  # (N, H, L, D)
+    # (N, H, L, D)
+    attended = scaled_dot_product_attention(q_heads, q_heads, q_heads)[0]
 assert attended.is_contiguous() and not same_memory(merge_heads(attended), attended)
 # sphinx_gallery_end_ignore
 
@@ -252,10 +287,10 @@ assert attended.is_contiguous() and not same_memory(merge_heads(attended), atten
 # The output projection mixes the heads
 # -------------------------------------
 #
-# After ``merge_heads`` the heads still sit side by side: features 0 to 63 come from head 0
-# only, and so on. ``out_proj`` is what lets every output feature read every head. To see it,
-# change the output of head 3 alone and look at which features move, before and after the
-# projection.
+# After ``merge_heads`` the heads still sit side by side: features 0 to 63 come from
+# head 0 only, and so on. ``out_proj`` is what lets every output feature read every
+# head. To see it, change the output of head 3 alone and look at which features move,
+# before and after the projection.
 
 with torch.no_grad():
     nudged = concat.clone()
@@ -283,15 +318,17 @@ fig.suptitle("Changing head 3's output: which features of a token move")
 plt.show()
 
 # %%
-# Before the projection only head 3's band of 64 features moves; after it, all 512 do (the
-# counts printed above). Without ``out_proj`` each output feature would come from one head.
+# Before the projection only head 3's band of 64 features moves; after it, all 512 do
+# (the counts printed above). Without ``out_proj`` each output feature would come from
+# one head.
 #
 # One head versus eight heads
 # ---------------------------
 #
 # More heads cost no more parameters and no more arithmetic: the heads cut the same four
-# ``(E, E)`` matrices into row blocks instead of using them whole, and computing the scores
-# takes ``H * L * L * D = L * L * E`` multiply-adds either way. The counts, printed by the code:
+# ``(E, E)`` matrices into row blocks instead of using them whole, and computing the
+# scores takes ``H * L * L * D = L * L * E`` multiply-adds either way. The counts,
+# printed by the code:
 
 
 from attention.training import count_parameters as count
@@ -299,7 +336,10 @@ from attention.training import count_parameters as count
 one = MultiHeadAttention(E, 1).to(device).eval()
 eight = MultiHeadAttention(E, 8).to(device).eval()
 print(f"1 head : {count(one):,} parameters")
-print(f"8 heads: {count(eight):,} parameters  (4 matrices of {E}x{E} plus 4 biases of {E})")
+print(
+    f"8 heads: {count(eight):,} parameters  (4 matrices of {E}x{E} plus 4 biases of "
+    f"{E})"
+)
 print(
     f"multiply-adds for the scores of one sentence: 1 head {1 * L * L * E:,}, "
     f"8 heads {8 * L * L * D:,}"
@@ -308,19 +348,23 @@ assert count(one) == count(eight) == 4 * E * E + 4 * E and L * L * E == 8 * L * 
 
 # %%
 # The parameter tensors even have the same shapes, so the one-head module can load the
-# eight-head module's weights. Then the only difference left is how the scores are computed.
-# One head takes the dot product over all 512 dimensions and divides by :math:`\sqrt{512}`; each
-# of eight heads takes it over its own 64 dimensions and divides by :math:`\sqrt{64}`. The one
-# head's score is therefore :math:`\sqrt{H}` times the *average* of the eight heads' scores:
-# it blends them before the softmax into a single distribution per query, where eight heads
-# keep eight.
+# eight-head module's weights. Then the only difference left is how the scores are
+# computed. One head takes the dot product over all 512 dimensions and divides by
+# :math:`\sqrt{512}`; each of eight heads takes it over its own 64 dimensions and
+# divides by :math:`\sqrt{64}`. The one head's score is therefore :math:`\sqrt{H}` times
+# the *average* of the eight heads' scores: it blends them before the softmax into a
+# single distribution per query, where eight heads keep eight.
 
 one.load_state_dict(eight.state_dict())
 with torch.no_grad():
-    q8, k8 = split_heads(eight.q_proj(x), 8), split_heads(eight.k_proj(x), 8)  # (N, 8, L, 64)
-    q1, k1 = split_heads(one.q_proj(x), 1), split_heads(one.k_proj(x), 1)  # (N, 1, L, 512)
-    scores8 = q8 @ k8.transpose(-2, -1) / 64**0.5  # (N, 8, L, D) @ (N, 8, D, L) -> (N, 8, L, L)
-    scores1 = q1 @ k1.transpose(-2, -1) / 512**0.5  # (N, 1, L, E) @ (N, 1, E, L) -> (N, 1, L, L)
+    # (N, 8, L, 64)
+    q8, k8 = split_heads(eight.q_proj(x), 8), split_heads(eight.k_proj(x), 8)
+    # (N, 1, L, 512)
+    q1, k1 = split_heads(one.q_proj(x), 1), split_heads(one.k_proj(x), 1)
+    # (N, 8, L, D) @ (N, 8, D, L) -> (N, 8, L, L)
+    scores8 = q8 @ k8.transpose(-2, -1) / 64**0.5
+    # (N, 1, L, E) @ (N, 1, E, L) -> (N, 1, L, L)
+    scores1 = q1 @ k1.transpose(-2, -1) / 512**0.5
 blend = 8**0.5 * scores8.mean(dim=1, keepdim=True)  # (N, 1, L, L)
 print(
     f"one head's scores vs sqrt(8) x mean of 8 heads' scores: "
@@ -329,10 +373,11 @@ print(
 assert torch.allclose(scores1, blend, atol=1e-5)
 
 # %%
-# To see the difference, give both modules a sentence. The token vectors come from a random
-# embedding table and the projections are untrained, so the patterns below are the random
-# starting point that training would shape (:ref:`sphx_glr_tutorials_11_classifier.py` trains
-# heads). Even so, each head already has its own pattern.
+# To see the difference, give both modules a sentence. The token vectors come from a
+# random embedding table and the projections are untrained, so the patterns below are
+# the random starting point that training would shape
+# (:ref:`sphx_glr_tutorials_11_classifier.py` trains heads). Even so, each head already
+# has its own pattern.
 
 sentence = "the cat sat on the mat because it was tired".split()
 vocab = {word: i for i, word in enumerate(dict.fromkeys(sentence))}
@@ -346,8 +391,12 @@ with torch.no_grad():
 query = sentence.index("it")
 favourite = [sentence[int(j)] for j in w_eight[0, :, query].argmax(-1)]
 print(f"'it' attends most to, head by head: {favourite}")
-print(f"'it' attends most to, with one head: {sentence[int(w_one[0, 0, query].argmax())]!r}")
-# Equal tokens get equal keys (no positions yet): the two "the" columns match in every panel.
+print(
+    "'it' attends most to, with one head: "
+    f"{sentence[int(w_one[0, 0, query].argmax())]!r}"
+)
+# Equal tokens get equal keys (no positions yet): the two "the" columns match in every
+# panel.
 assert torch.allclose(w_eight[..., 0], w_eight[..., 4]) and len(set(favourite)) > 1
 
 fig, axes = plt.subplot_mosaic(
@@ -366,19 +415,24 @@ for name, panel, title in panels:
     big = name == "one"
     ax.set_xticks(range(L), sentence if big else [], rotation=90)
     ax.set_yticks(
-        range(L), sentence if big or name in ("h0", "h4") else [], fontsize=10 if big else 6
+        range(L),
+        sentence if big or name in ("h0", "h4") else [],
+        fontsize=10 if big else 6,
     )
     if big:
         ax.set_xlabel("key")
         ax.set_ylabel("query")
 fig.colorbar(image, ax=list(axes.values()), shrink=0.8, label="attention weight")
-fig.suptitle("Same parameters (untrained): one head with D = 512 versus eight heads with D = 64")
+fig.suptitle(
+    "Same parameters (untrained): one head with D = 512 versus eight heads with D = 64"
+)
 plt.show()
 
 # %%
-# On the left, one distribution per query. On the right, eight per query, and the heads favour
-# different keys (the words printed above). The columns of the two "the" tokens are identical in
-# every panel: equal tokens give equal keys, since nothing tells the model about positions yet.
+# On the left, one distribution per query. On the right, eight per query, and the heads
+# favour different keys (the words printed above). The columns of the two "the" tokens
+# are identical in every panel: equal tokens give equal keys, since nothing tells the
+# model about positions yet.
 #
 # The number of heads must divide the embedding
 # ---------------------------------------------
@@ -399,20 +453,21 @@ else:
 # ----------------
 #
 # - Multi-head attention splits ``E`` into ``H`` heads of ``D = E / H`` features:
-#   ``split_heads`` is a ``view`` plus a ``transpose`` ``(N, L, E) -> (N, H, L, D)`` that copies
-#   nothing; ``merge_heads`` undoes it (copying only when its input is laid out head by head).
-# - Each head is a full attention over its own slice of the projections; the module is exactly
-#   ``H`` separate attentions run as one batched product, then concatenated.
-# - ``out_proj`` is what mixes the heads; without it each output feature would depend on a
-#   single head.
+#   ``split_heads`` is a ``view`` plus a ``transpose`` ``(N, L, E) -> (N, H, L, D)``
+#   that copies nothing; ``merge_heads`` undoes it (copying only when its input is laid
+#   out head by head).
+# - Each head is a full attention over its own slice of the projections; the module is
+#   exactly ``H`` separate attentions run as one batched product, then concatenated.
+# - ``out_proj`` is what mixes the heads; without it each output feature would depend on
+#   a single head.
 # - Eight heads have the same parameters and cost as one head; a single head's score is
-#   :math:`\sqrt{H}` times the average of the heads' scores, so it has one distribution per
-#   query where eight heads have eight.
+#   :math:`\sqrt{H}` times the average of the heads' scores, so it has one distribution
+#   per query where eight heads have eight.
 # - The weights come back per head: ``(N, H, L, S)``.
 #
 # API used on this page: :class:`attention.MultiHeadAttention`,
-# :func:`attention.scaled_dot_product_attention`, and ``split_heads`` / ``merge_heads`` from
-# ``attention.multi_head``.
+# :func:`attention.scaled_dot_product_attention`, and ``split_heads`` / ``merge_heads``
+# from ``attention.multi_head``.
 #
 # Next: :ref:`sphx_glr_tutorials_05_masks.py` decides which token may look at which.
 

@@ -2,16 +2,17 @@
 Masks and their conventions
 ===========================
 
-A mask decides which keys a query may attend to. Two masks do almost all the work: the *causal*
-(look-ahead) mask, which stops a token from reading the tokens after it, and the *padding*
-mask, which stops every token from reading the filler tokens that make sentences of different
-lengths fit in one batch. This page builds both, draws them, and then puts every mask
-convention found in PyTorch side by side, computed on the same example: they all give the same
-outputs once converted, and they differ in what happens at the edges: half precision, a query
-with no key left, and causal masks with more keys than queries.
+A mask decides which keys a query may attend to. Two masks do almost all the work: the
+*causal* (look-ahead) mask, which stops a token from reading the tokens after it, and
+the *padding* mask, which stops every token from reading the filler tokens that make
+sentences of different lengths fit in one batch. This page builds both, draws them, and
+then puts every mask convention found in PyTorch side by side, computed on the same
+example: they all give the same outputs once converted, and they differ in what happens
+at the edges: half precision, a query with no key left, and causal masks with more keys
+than queries.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own convention, used
-everywhere, is a **bool** mask where ``True`` means *may attend*.
+It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own convention,
+used everywhere, is a **bool** mask where ``True`` means *may attend*.
 """
 
 # %%
@@ -22,7 +23,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -30,9 +31,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # The causal mask
 # ---------------
 #
-# In a model that predicts the next token, token ``i`` may only look at tokens ``0..i``: the
-# mask is lower-triangular. :func:`attention.causal_mask` builds it (the ``S`` argument and the
-# ``diagonal=S - L`` come back at the end of the page):
+# In a model that predicts the next token, token ``i`` may only look at tokens ``0..i``:
+# the mask is lower-triangular. :func:`attention.causal_mask` builds it (the ``S``
+# argument and the ``diagonal=S - L`` come back at the end of the page):
 #
 # .. literalinclude:: ../../attention/masks.py
 #    :language: python
@@ -54,10 +55,10 @@ print(causal.int())
 # The padding mask
 # ----------------
 #
-# Sentences of different lengths are padded to the same length ``S`` with a filler token.
-# :func:`attention.padding_mask` marks the real tokens with ``True``; its shape
-# ``(N, 1, 1, S)`` broadcasts over heads and queries, so one row per sentence blocks the padded
-# *keys* for every query:
+# Sentences of different lengths are padded to the same length ``S`` with a filler
+# token. :func:`attention.padding_mask` marks the real tokens with ``True``; its shape
+# ``(N, 1, 1, S)`` broadcasts over heads and queries, so one row per sentence blocks the
+# padded *keys* for every query:
 #
 # .. literalinclude:: ../../attention/masks.py
 #    :language: python
@@ -70,7 +71,10 @@ lengths = [len(s) for s in sentences]
 padded = [s + [PAD] * (S - len(s)) for s in sentences]
 padding = padding_mask(torch.tensor(lengths, device=device), S)  # (N, 1, 1, S)
 both = causal & padding  # (L, S) & (N, 1, 1, S) -> (N, 1, L, S)
-print(f"lengths {lengths}; padding {tuple(padding.shape)}; causal & padding {tuple(both.shape)}")
+print(
+    f"lengths {lengths}; padding {tuple(padding.shape)}; causal & padding "
+    f"{tuple(both.shape)}"
+)
 print(padding[:, 0, 0].int())
 
 # %%
@@ -113,17 +117,17 @@ fig.suptitle("The two masks and their combination (True = may attend)")
 plt.show()
 
 # %%
-# Left, each query sees itself and the tokens before it. Middle, each sentence's padding is
-# blocked. Right, for "a dog ran" both at once: the padded keys are blocked for every query,
-# and the padded queries still get a row (their outputs are ignored later; see
+# Left, each query sees itself and the tokens before it. Middle, each sentence's padding
+# is blocked. Right, for "a dog ran" both at once: the padded keys are blocked for every
+# query, and the padded queries still get a row (their outputs are ignored later; see
 # :ref:`sphx_glr_tutorials_11_classifier.py`).
 #
 # What the mask does to the weights
 # ---------------------------------
 #
-# Blocked keys never reach the softmax: their weights are exactly 0, and the weights that are
-# left still sum to 1 in every row. Here is a small :class:`attention.MultiHeadAttention` on
-# random token vectors, with the combined mask:
+# Blocked keys never reach the softmax: their weights are exactly 0, and the weights
+# that are left still sum to 1 in every row. Here is a small
+# :class:`attention.MultiHeadAttention` on random token vectors, with the combined mask:
 
 from attention import MultiHeadAttention, plot_attention
 
@@ -135,19 +139,24 @@ with torch.no_grad():
 
 blocked_weights = weights.masked_select(~both.expand_as(weights))
 print(f"largest weight on a blocked key: {blocked_weights.abs().max().item()}")
-print(f"row sums: min {weights.sum(-1).min().item():.6f}, max {weights.sum(-1).max().item():.6f}")
+print(
+    f"row sums: min {weights.sum(-1).min().item():.6f}, max "
+    f"{weights.sum(-1).max().item():.6f}"
+)
 assert blocked_weights.abs().max() == 0
 assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
 
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
-plot_attention(weights[1, 0], x_tokens=padded[1], ax=ax, title="Head 0 on 'a dog ran', masked")
+plot_attention(
+    weights[1, 0], x_tokens=padded[1], ax=ax, title="Head 0 on 'a dog ran', masked"
+)
 plt.show()
 
 # %%
 # The upper triangle and the padded columns are exactly 0 (the values printed above).
 #
-# A causal mask also means that a token's output cannot depend on what comes after it. Change
-# the last token of the first sentence and compare:
+# A causal mask also means that a token's output cannot depend on what comes after it.
+# Change the last token of the first sentence and compare:
 
 with torch.no_grad():
     changed = x.clone()
@@ -155,7 +164,10 @@ with torch.no_grad():
     out_changed, _ = ours(changed, mask=both)
 earlier = (out_changed[0, :-1] - out[0, :-1]).abs().max().item()
 last = (out_changed[0, -1] - out[0, -1]).abs().max().item()
-print(f"change in the outputs of tokens 0..{L - 2}: {earlier}; of the last token: {last:.3f}")
+print(
+    f"change in the outputs of tokens 0..{L - 2}: {earlier}; of the last token: "
+    f"{last:.3f}"
+)
 assert earlier == 0 and last > 0
 
 # %%
@@ -164,34 +176,40 @@ assert earlier == 0 and last > 0
 #
 # PyTorch has more than one way of saying "blocked":
 #
-# - ``F.scaled_dot_product_attention``'s bool ``attn_mask``: ``True`` = may attend, the same as
-#   this package.
+# - ``F.scaled_dot_product_attention``'s bool ``attn_mask``: ``True`` = may attend, the
+#   same as this package.
 # - ``nn.MultiheadAttention``'s bool ``attn_mask`` and ``key_padding_mask``: ``True`` =
 #   **blocked**, the opposite.
-# - Additive float masks, accepted by both: the mask is *added* to the scores, so ``0`` lets a
-#   key through and a very negative number blocks it. The textbook value is ``-inf``; much code
-#   uses ``-1e9`` or ``-1e20`` instead.
+# - Additive float masks, accepted by both: the mask is *added* to the scores, so ``0``
+#   lets a key through and a very negative number blocks it. The textbook value is
+#   ``-inf``; much code uses ``-1e9`` or ``-1e20`` instead.
 #
-# The package converts only in :mod:`attention.masks`. For ``nn.MultiheadAttention`` the causal
-# mask becomes an ``attn_mask`` (:func:`attention.masks.to_torch_attn_mask`, which returns
-# ``~mask``) and the padding mask a ``key_padding_mask`` of shape ``(N, S)``:
+# The package converts only in :mod:`attention.masks`. For ``nn.MultiheadAttention`` the
+# causal mask becomes an ``attn_mask`` (:func:`attention.masks.to_torch_attn_mask`,
+# which returns ``~mask``) and the padding mask a ``key_padding_mask`` of shape
+# ``(N, S)``:
 #
 # .. literalinclude:: ../../attention/masks.py
 #    :language: python
 #    :pyobject: to_torch_key_padding_mask
 #
-# The table below is computed, not typed: for each convention it builds the mask from the same
-# ``causal & padding``, reads the value it uses for "may attend" and for "blocked", runs the
-# attention, and prints the largest difference from this package's output ("ours"). The
-# function rows run on per-head tensors ``(N, H, L, D)``, with ``F.sdpa`` short for
-# ``F.scaled_dot_product_attention``; the module rows run ``nn.MultiheadAttention`` and
-# :meth:`attention.MultiHeadAttention.from_torch`, a copy of it with every weight.
+# The table below is computed, not typed: for each convention it builds the mask from
+# the same ``causal & padding``, reads the value it uses for "may attend" and for
+# "blocked", runs the attention, and prints the largest difference from this package's
+# output ("ours"). The function rows run on per-head tensors ``(N, H, L, D)``, with
+# ``F.sdpa`` short for ``F.scaled_dot_product_attention``; the module rows run
+# ``nn.MultiheadAttention`` and :meth:`attention.MultiHeadAttention.from_torch`, a copy
+# of it with every weight.
 
 import torch.nn.functional as F
 from torch import nn
 
 from attention import scaled_dot_product_attention
-from attention.masks import from_torch_masks, to_torch_attn_mask, to_torch_key_padding_mask
+from attention.masks import (
+    from_torch_masks,
+    to_torch_attn_mask,
+    to_torch_key_padding_mask,
+)
 
 D = 8
 q, k, v = torch.randn(3, N, H, L, D, device=device).unbind(0)  # each (N, H, L, D)
@@ -203,7 +221,9 @@ assert both[allowed_at] and not both[blocked_at]
 
 
 def additive(blocked_value):
-    """An additive float mask: 0 where a key may be attended to, ``blocked_value`` elsewhere."""
+    """An additive float mask: 0 where a key may be attended to, ``blocked_value``
+    elsewhere.
+    """
     return torch.zeros(both.shape, device=device).masked_fill(~both, blocked_value)
 
 
@@ -233,42 +253,74 @@ def add_row(path, argument, mask, allowed_at, blocked_at, output, reference):
 
 with torch.no_grad():
     reference, _ = scaled_dot_product_attention(q, k, v, both)  # (N, H, L, D)
-    add_row("ours, function", "mask", both, allowed_at, blocked_at, reference, reference)
+    add_row(
+        "ours, function", "mask", both, allowed_at, blocked_at, reference, reference
+    )
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=both)
     add_row("F.sdpa", "attn_mask", both, allowed_at, blocked_at, output, reference)
     for blocked_value in (float("-inf"), -1e9, -1e20):
         float_mask = additive(blocked_value)
         output = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
-        add_row("F.sdpa", "attn_mask", float_mask, allowed_at, blocked_at, output, reference)
+        add_row(
+            "F.sdpa", "attn_mask", float_mask, allowed_at, blocked_at, output, reference
+        )
 
     # Module level: nn.MultiheadAttention takes two masks, both with True = blocked.
     attn_mask = to_torch_attn_mask(causal)  # (L, S)
     key_padding_mask = to_torch_key_padding_mask(padding)  # (N, S)
     reference, _ = ours(x, mask=both)  # (N, L, E)
-    output, _ = torch_mha(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask)
-    add_row("nn.MultiheadAttention", "attn_mask", attn_mask, (2, 0), (0, 1), output, reference)
-    add_row(
-        "  (same call)", "key_padding_mask", key_padding_mask, (1, 0), (1, 4), output, reference
+    output, _ = torch_mha(
+        x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask
     )
-    back = from_torch_masks(attn_mask, key_padding_mask)  # (N, 1, L, S), True = may attend
+    add_row(
+        "nn.MultiheadAttention",
+        "attn_mask",
+        attn_mask,
+        (2, 0),
+        (0, 1),
+        output,
+        reference,
+    )
+    add_row(
+        "  (same call)",
+        "key_padding_mask",
+        key_padding_mask,
+        (1, 0),
+        (1, 4),
+        output,
+        reference,
+    )
+    # (N, 1, L, S), True = may attend
+    back = from_torch_masks(attn_mask, key_padding_mask)
     output, _ = ours(x, mask=back)
-    add_row("ours, module", "from_torch_masks()", back, allowed_at, blocked_at, output, reference)
+    add_row(
+        "ours, module",
+        "from_torch_masks()",
+        back,
+        allowed_at,
+        blocked_at,
+        output,
+        reference,
+    )
 
 header = ("path", "argument", "dtype", "may attend", "blocked", "max |diff|")
 widths = (22, 18, 8, 11, 8, 9)
 for line in [header, *table]:
-    print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    print(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+    )
 
-# float32: the paths sum in different orders, so they agree to rounding, not bit for bit.
+# float32: the paths sum in different orders, so they agree to rounding, not bit for
+# bit.
 assert all(float(line[-1]) < 1e-6 for line in table)
 assert torch.equal(back, both.expand(N, 1, L, S))
 
 # %%
-# Every row agrees with this package to rounding error (the last column). What changes is the
-# dtype and the value that lets a key through: ``True`` for this package and for
-# ``F.scaled_dot_product_attention``, ``False`` for ``nn.MultiheadAttention``, ``0`` for an
-# additive float mask. The same mask in three conventions, cell by cell (colour: what the cell
-# means; text: what it holds):
+# Every row agrees with this package to rounding error (the last column). What changes
+# is the dtype and the value that lets a key through: ``True`` for this package and for
+# ``F.scaled_dot_product_attention``, ``False`` for ``nn.MultiheadAttention``, ``0`` for
+# an additive float mask. The same mask in three conventions, cell by cell (colour: what
+# the cell means; text: what it holds):
 
 meaning = both[1, 0]  # (L, S) for "a dog ran": True = may attend
 stored = [
@@ -297,10 +349,10 @@ fig.suptitle("One mask, three conventions (colour: meaning, text: the value stor
 plt.show()
 
 # %%
-# The middle panel holds exactly the opposite values of the left one for the same meaning:
-# passing a mask of one convention to a function of the other attends to *only* the tokens
-# that should have been blocked. That is why this package refuses any mask that is not bool,
-# with a message that says how to convert:
+# The middle panel holds exactly the opposite values of the left one for the same
+# meaning: passing a mask of one convention to a function of the other attends to *only*
+# the tokens that should have been blocked. That is why this package refuses any mask
+# that is not bool, with a message that says how to convert:
 
 import textwrap
 
@@ -312,8 +364,9 @@ else:
     raise AssertionError("a float mask must be refused")
 
 # %%
-# The converter itself reads only ``0`` and ``-inf`` from a float mask, and refuses any other
-# value: a finite number such as ``-1e9`` is, strictly, a bias on the scores, not a block.
+# The converter itself reads only ``0`` and ``-inf`` from a float mask, and refuses any
+# other value: a finite number such as ``-1e9`` is, strictly, a bias on the scores, not
+# a block.
 #
 # .. literalinclude:: ../../attention/masks.py
 #    :language: python
@@ -330,10 +383,11 @@ else:
 # Large finite numbers and half precision
 # ---------------------------------------
 #
-# ``-1e9`` and ``-1e20`` matched ``-inf`` in the table because ``exp(-1e9)`` is 0 in float32.
-# In half precision they are a different story: float16's largest magnitude is 65504, so both
-# numbers turn into ``-inf`` on the way in, and writing ``-1e20`` into float16 scores with
-# ``masked_fill`` is an error. bfloat16 has float32's range and keeps them finite.
+# ``-1e9`` and ``-1e20`` matched ``-inf`` in the table because ``exp(-1e9)`` is 0 in
+# float32. In half precision they are a different story: float16's largest magnitude is
+# 65504, so both numbers turn into ``-inf`` on the way in, and writing ``-1e20`` into
+# float16 scores with ``masked_fill`` is an error. bfloat16 has float32's range and
+# keeps them finite.
 
 print(f"exp(-1e9) in float32: {torch.tensor(-1e9).exp().item()}")
 for value in (-1e9, -1e20):
@@ -352,22 +406,29 @@ else:
 assert torch.tensor(-1e20).to(torch.float16).item() == float("-inf")
 
 # %%
-# So the same code behaves differently with the dtype. A query whose four keys are all blocked
-# with ``-1e9``: in float32 the softmax spreads evenly over the blocked keys; in float16 the
-# mask has become ``-inf`` and the softmax is 0/0.
+# So the same code behaves differently with the dtype. A query whose four keys are all
+# blocked with ``-1e9``: in float32 the softmax spreads evenly over the blocked keys; in
+# float16 the mask has become ``-inf`` and the softmax is 0/0.
 
 row_scores = torch.zeros(4, device=device)  # one query's scores against 4 keys
 for dtype in (torch.float32, torch.float16):
     all_blocked = torch.full((4,), -1e9, device=device).to(dtype)
-    print(f"{str(dtype):<14}", (row_scores.to(dtype) + all_blocked).softmax(-1).tolist())
+    print(
+        f"{str(dtype):<14}", (row_scores.to(dtype) + all_blocked).softmax(-1).tolist()
+    )
 assert (row_scores + torch.full((4,), -1e9, device=device)).softmax(-1).eq(0.25).all()
-assert (row_scores.half() + torch.full((4,), -1e9, device=device).half()).softmax(-1).isnan().all()
+assert (
+    (row_scores.half() + torch.full((4,), -1e9, device=device).half())
+    .softmax(-1)
+    .isnan()
+    .all()
+)
 
 # %%
 # This package never writes a large constant: it fills blocked scores with
-# ``torch.finfo(scores.dtype).min``, the most negative finite number of whatever dtype the
-# scores have (``-65504`` for float16, printed above), and zeroes the blocked weights after the
-# softmax. The same call therefore works in float16:
+# ``torch.finfo(scores.dtype).min``, the most negative finite number of whatever dtype
+# the scores have (``-65504`` for float16, printed above), and zeroes the blocked
+# weights after the softmax. The same call therefore works in float16:
 
 with torch.no_grad():
     out16, _ = scaled_dot_product_attention(q.half(), k.half(), v.half(), both)
@@ -384,26 +445,29 @@ claim("float16 vs float32, largest difference", half_error, below=1e-2)  # ~3 di
 # A query with no key left
 # ------------------------
 #
-# Batches are sometimes padded on the *left* (so that the real tokens end together, as when
-# generating text). With a causal mask, the first queries of such a sentence can then only see
-# padding: their row of the mask is all ``False``. Softmax over nothing is 0/0. Here is the
-# batch padded in front, and the mask of "a dog ran":
+# Batches are sometimes padded on the *left* (so that the real tokens end together, as
+# when generating text). With a causal mask, the first queries of such a sentence can
+# then only see padding: their row of the mask is all ``False``. Softmax over nothing is
+# 0/0. Here is the batch padded in front, and the mask of "a dog ran":
 
-left = padding_mask(torch.tensor(lengths, device=device), S).flip(-1)  # padding in front
+# padding in front
+left = padding_mask(torch.tensor(lengths, device=device), S).flip(-1)
 left_both = causal & left  # (N, 1, L, S)
 print(left_both[1, 0].int())
 empty_rows = ~left_both.any(-1)  # (N, 1, L): queries with no allowed key
-print(f"queries with no key left, sentence 1: {empty_rows[1, 0].nonzero().flatten().tolist()}")
+print(
+    "queries with no key left, sentence 1: "
+    f"{empty_rows[1, 0].nonzero().flatten().tolist()}"
+)
 
 # %%
-# Every path, on the same input: the output and the weights of the first query of sentence 1,
-# which has no key left. ``nn.MultiheadAttention`` takes different routes depending on its
-# arguments and mode, so three are run: *(weights)* is the default ``need_weights=True``;
-# *(no weights)* is ``need_weights=False`` in training mode; *(fast path)* is
-# ``need_weights=False`` in evaluation mode without autograd, the fast path PyTorch uses for
-# inference.
-# (``nn.MultiheadAttention`` starts its output bias at 0, so where attention's output is 0 the
-# module's output is 0 too.)
+# Every path, on the same input: the output and the weights of the first query of
+# sentence 1, which has no key left. ``nn.MultiheadAttention`` takes different routes
+# depending on its arguments and mode, so three are run: *(weights)* is the default
+# ``need_weights=True``; *(no weights)* is ``need_weights=False`` in training mode;
+# *(fast path)* is ``need_weights=False`` in evaluation mode without autograd, the fast
+# path PyTorch uses for inference. (``nn.MultiheadAttention`` starts its output bias at
+# 0, so where attention's output is 0 the module's output is 0 too.)
 
 qe, ke, ve = (t.clone().requires_grad_() for t in (q, k, v))
 uniform = v[1].mean(dim=-2)  # (H, D): every value averaged, padding and future included
@@ -432,10 +496,14 @@ with torch.no_grad():
     rows.append(("ours, module", out[1, 0], w[1, :, 0], None))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=left_both)
     rows.append(("F.sdpa, bool mask", out[1, :, 0], None, uniform))
-    blocked_inf = torch.zeros(left_both.shape, device=device).masked_fill(~left_both, -torch.inf)
+    blocked_inf = torch.zeros(left_both.shape, device=device).masked_fill(
+        ~left_both, -torch.inf
+    )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked_inf)
     rows.append(("F.sdpa, additive -inf", out[1, :, 0], None, uniform))
-    blocked_1e9 = torch.zeros(left_both.shape, device=device).masked_fill(~left_both, -1e9)
+    blocked_1e9 = torch.zeros(left_both.shape, device=device).masked_fill(
+        ~left_both, -1e9
+    )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked_1e9)
     rows.append(("F.sdpa, additive -1e9", out[1, :, 0], None, uniform))
 torch_mha.train()  # the modes below depend on it
@@ -471,38 +539,44 @@ if device.type == "cpu":  # kernel-dependent paths: checked where the page is bu
 
 # %%
 # This package gives 0 for both the output and the weights, with finite gradients. The
-# ``-1e9`` mask gives no NaN but silently attends to *everything*, padding and future tokens
-# included: its output is the plain average of all values. ``nn.MultiheadAttention`` gives NaN
-# when it returns weights, and on its fast path too; ``F.scaled_dot_product_attention`` and
-# ``nn.MultiheadAttention`` without weights return 0 on the device and torch version printed
-# above the table (kernels differ between devices: check yours).
+# ``-1e9`` mask gives no NaN but silently attends to *everything*, padding and future
+# tokens included: its output is the plain average of all values.
+# ``nn.MultiheadAttention`` gives NaN when it returns weights, and on its fast path too;
+# ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` without weights
+# return 0 on the device and torch version printed above the table (kernels differ
+# between devices: check yours).
 #
-# NaN does not stay where it starts. The rows that came out NaN belong to padding positions,
-# which the next layer masks as keys; but a blocked key still has its value multiplied by a
-# weight of 0, and ``0 * NaN`` is NaN. One more attention layer on ``nn.MultiheadAttention``'s
-# output:
+# NaN does not stay where it starts. The rows that came out NaN belong to padding
+# positions, which the next layer masks as keys; but a blocked key still has its value
+# multiplied by a weight of 0, and ``0 * NaN`` is NaN. One more attention layer on
+# ``nn.MultiheadAttention``'s output:
 
 with torch.no_grad():
     torch_out, _ = torch_mha(x, x, x, attn_mask=am, key_padding_mask=kpm)  # (N, L, E)
     next_out, _ = ours(torch_out, mask=left_both)  # padding masked again
 nan_before = torch_out.isnan().any(-1)  # (N, L)
 nan_after = next_out.isnan().any(-1)  # (N, L)
-print(f"tokens with NaN after nn.MultiheadAttention: {int(nan_before.sum())} of {N * L}")
+print(
+    f"tokens with NaN after nn.MultiheadAttention: {int(nan_before.sum())} of {N * L}"
+)
 print(f"tokens with NaN after one more layer:        {int(nan_after.sum())} of {N * L}")
-print(f"of which real (not padding) tokens:          {int((nan_after & left[:, 0, 0]).sum())}")
+print(
+    "of which real (not padding) tokens:          "
+    f"{int((nan_after & left[:, 0, 0]).sum())}"
+)
 assert nan_after.sum() > nan_before.sum() and (nan_after & left[:, 0, 0]).any()
 
 # %%
-# The NaN has spread from the padding to the real tokens of the same sentences (the counts
-# above), and from there it reaches the loss. Zero outputs, as in the first two rows of the
-# table, are the behaviour to want.
+# The NaN has spread from the padding to the real tokens of the same sentences (the
+# counts above), and from there it reaches the loss. Zero outputs, as in the first two
+# rows of the table, are the behaviour to want.
 
 # %%
 # ``is_causal`` and where the diagonal sits
 # -----------------------------------------
 #
-# ``F.scaled_dot_product_attention`` can build the causal mask itself with ``is_causal=True``.
-# With as many queries as keys it is the same mask:
+# ``F.scaled_dot_product_attention`` can build the causal mask itself with
+# ``is_causal=True``. With as many queries as keys it is the same mask:
 
 with torch.no_grad():
     ours_causal, _ = scaled_dot_product_attention(q, k, v, causal)
@@ -512,20 +586,25 @@ print(f"L = S: largest difference {same:.1e}")
 assert same < 1e-6
 
 # %%
-# With fewer queries than keys the two disagree. When a model generates text it keeps the keys
-# and values of the tokens it has already seen (the *cache*) and computes queries only for the
-# new tokens. Say 4 tokens are cached and 2 are new: ``L = 2`` queries, ``S = 6`` keys. The new
-# tokens are the *last* two positions, so their rows are the bottom two rows of the full
-# ``6 x 6`` causal mask: the diagonal is aligned to the bottom-right corner. That is what
-# ``causal_mask(2, 6)`` returns (its ``tril(diagonal=S - L)``). ``is_causal=True`` aligns it
-# to the top-left corner instead, as if the two queries were the first two tokens.
+# With fewer queries than keys the two disagree. When a model generates text it keeps
+# the keys and values of the tokens it has already seen (the *cache*) and computes
+# queries only for the new tokens. Say 4 tokens are cached and 2 are new: ``L = 2``
+# queries, ``S = 6`` keys. The new tokens are the *last* two positions, so their rows
+# are the bottom two rows of the full ``6 x 6`` causal mask: the diagonal is aligned to
+# the bottom-right corner. That is what ``causal_mask(2, 6)`` returns (its
+# ``tril(diagonal=S - L)``). ``is_causal=True`` aligns it to the top-left corner
+# instead, as if the two queries were the first two tokens.
 
 L_new, S_all = 2, 6
-q_all, k_all, v_all = torch.randn(3, 1, H, S_all, D, device=device).unbind(0)  # (1, H, S, D)
+# (1, H, S, D)
+q_all, k_all, v_all = torch.randn(3, 1, H, S_all, D, device=device).unbind(0)
 q_new = q_all[..., -L_new:, :]  # the two new tokens  (1, H, L, D)
 with torch.no_grad():
-    full, _ = scaled_dot_product_attention(q_all, k_all, v_all, causal_mask(S_all, device=device))
-    truth = full[..., -L_new:, :]  # what the new tokens get when the whole sequence runs
+    full, _ = scaled_dot_product_attention(
+        q_all, k_all, v_all, causal_mask(S_all, device=device)
+    )
+    # what the new tokens get when the whole sequence runs
+    truth = full[..., -L_new:, :]
     bottom_right, _ = scaled_dot_product_attention(
         q_new, k_all, v_all, causal_mask(L_new, S_all, device=device)
     )
@@ -548,9 +627,9 @@ assert not torch.allclose(top_left, truth, atol=1e-2)
 
 # %%
 # The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not. Since
-# ``F.scaled_dot_product_attention`` shares this package's polarity, the fix there is to pass
-# ``causal_mask(L, S)`` as its ``attn_mask`` instead of ``is_causal=True`` (the last line
-# printed). The three masks, drawn:
+# ``F.scaled_dot_product_attention`` shares this package's polarity, the fix there is to
+# pass ``causal_mask(L, S)`` as its ``attn_mask`` instead of ``is_causal=True`` (the
+# last line printed). The three masks, drawn:
 
 tokens_all = [f"t{i}" for i in range(S_all)]
 fig, axes = plt.subplots(1, 3, figsize=(10, 4.6), layout="constrained")
@@ -574,7 +653,8 @@ axes[0].add_patch(
     )
 )
 axes[0].set_ylabel("query")
-upper_left = torch.ones(L_new, S_all, dtype=torch.bool).tril()  # what is_causal=True uses
+# what is_causal=True uses
+upper_left = torch.ones(L_new, S_all, dtype=torch.bool).tril()
 plot_mask(
     causal_mask(L_new, S_all),
     x_labels=tokens_all,
@@ -598,37 +678,41 @@ plt.show()
 # sphinx_gallery_start_ignore
 with torch.no_grad():
     check, _ = scaled_dot_product_attention(q_new, k_all, v_all, upper_left.to(device))
-assert torch.allclose(check, top_left, atol=1e-6)  # the right panel is what is_causal=True did
+# the right panel is what is_causal=True did
+assert torch.allclose(check, top_left, atol=1e-6)
 assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # sphinx_gallery_end_ignore
 
 # %%
-# The rows boxed in red on the left are what the two new tokens must see. The middle panel is
-# those rows; the right panel lets ``t4`` see only ``t0`` and hides the rest of the cache.
+# The rows boxed in red on the left are what the two new tokens must see. The middle
+# panel is those rows; the right panel lets ``t4`` see only ``t0`` and hides the rest of
+# the cache.
 #
 # What to remember
 # ----------------
 #
-# - This package's masks are bool, ``True`` = may attend, broadcasting to ``(N, H, L, S)``:
-#   :func:`attention.causal_mask` is ``(L, S)``, :func:`attention.padding_mask` is
-#   ``(N, 1, 1, S)``, and ``causal & padding`` combines them.
-# - ``F.scaled_dot_product_attention`` uses the same polarity; ``nn.MultiheadAttention`` uses
-#   the opposite (``True`` = blocked) for ``attn_mask`` and ``key_padding_mask``. Convert with
-#   :func:`attention.masks.to_torch_attn_mask`, :func:`attention.masks.to_torch_key_padding_mask`
-#   and :func:`attention.masks.from_torch_masks`, never by hand.
-# - Additive masks block with ``-inf``. ``-1e9`` and ``-1e20`` work in float32, where a row with
-#   no allowed key then averages every value, and overflow to ``-inf`` in float16, where the
-#   same row becomes NaN in the softmax.
-# - A query with no key left gives 0 here, NaN on some of PyTorch's paths, and NaN spreads to
-#   the real tokens in the next layer.
-# - ``is_causal=True`` aligns the diagonal top-left; with a cache (``L < S``) you need the
-#   bottom-right alignment of ``causal_mask(L, S)``.
+# - This package's masks are bool, ``True`` = may attend, broadcasting to
+#   ``(N, H, L, S)``: :func:`attention.causal_mask` is ``(L, S)``,
+#   :func:`attention.padding_mask` is ``(N, 1, 1, S)``, and ``causal & padding``
+#   combines them.
+# - ``F.scaled_dot_product_attention`` uses the same polarity; ``nn.MultiheadAttention``
+#   uses the opposite (``True`` = blocked) for ``attn_mask`` and ``key_padding_mask``.
+#   Convert with :func:`attention.masks.to_torch_attn_mask`,
+#   :func:`attention.masks.to_torch_key_padding_mask` and
+#   :func:`attention.masks.from_torch_masks`, never by hand.
+# - Additive masks block with ``-inf``. ``-1e9`` and ``-1e20`` work in float32, where a
+#   row with no allowed key then averages every value, and overflow to ``-inf`` in
+#   float16, where the same row becomes NaN in the softmax.
+# - A query with no key left gives 0 here, NaN on some of PyTorch's paths, and NaN
+#   spreads to the real tokens in the next layer.
+# - ``is_causal=True`` aligns the diagonal top-left; with a cache (``L < S``) you need
+#   the bottom-right alignment of ``causal_mask(L, S)``.
 #
 # API used on this page: :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :func:`attention.scaled_dot_product_attention`, :class:`attention.MultiHeadAttention`,
 # :func:`attention.plot_attention` and the module :mod:`attention.masks`.
 #
-# Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a Transformer
-# block.
+# Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a
+# Transformer block.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -2,13 +2,13 @@
 The Transformer block
 =====================
 
-Attention lets tokens exchange information; a Transformer block wraps it with the parts that
-make a deep stack of such layers trainable: a position-wise feed-forward network, a residual
-connection around each of the two, layer normalisation, and dropout. This page builds
-:class:`attention.TransformerBlock` (8 heads, as in Vaswani et al., 2017), shows where each part
-sits and why, measures the difference between the original *post-LN* order and the *pre-LN*
-order that many deeper models use, and checks that the block gives the same numbers as PyTorch's
-``nn.TransformerEncoderLayer``.
+Attention lets tokens exchange information; a Transformer block wraps it with the parts
+that make a deep stack of such layers trainable: a position-wise feed-forward network, a
+residual connection around each of the two, layer normalisation, and dropout. This page
+builds :class:`attention.TransformerBlock` (8 heads, as in Vaswani et al., 2017), shows
+where each part sits and why, measures the difference between the original *post-LN*
+order and the *pre-LN* order that many deeper models use, and checks that the block
+gives the same numbers as PyTorch's ``nn.TransformerEncoderLayer``.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py` and
 :ref:`sphx_glr_tutorials_05_masks.py`.
@@ -22,7 +22,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -31,28 +31,30 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # -----------------
 #
 # Two sub-layers, each wrapped the same way: compute a *branch* (attention, then the
-# feed-forward network), apply dropout to it, add it to the *residual stream* ``x`` that flows
-# past, and normalise. ``norm_first`` only moves the LayerNorm from after the sum (post-LN, as in
-# Vaswani et al., 2017) to the start of the branch (pre-LN):
+# feed-forward network), apply dropout to it, add it to the *residual stream* ``x`` that
+# flows past, and normalise. ``norm_first`` only moves the LayerNorm from after the sum
+# (post-LN, as in Vaswani et al., 2017) to the start of the branch (pre-LN):
 #
 # .. literalinclude:: ../../attention/block.py
 #    :language: python
 #    :pyobject: TransformerBlock.forward
 #
-# ``_attend`` runs the block's :class:`attention.MultiHeadAttention` and the first dropout:
+# ``_attend`` runs the block's :class:`attention.MultiHeadAttention` and the first
+# dropout:
 #
 # .. literalinclude:: ../../attention/block.py
 #    :language: python
 #    :pyobject: TransformerBlock._attend
 #
-# The feed-forward network is a two-layer MLP with a ReLU, widening ``E`` to ``ffn_dim`` and back:
+# The feed-forward network is a two-layer MLP with a ReLU, widening ``E`` to ``ffn_dim``
+# and back:
 #
 # .. literalinclude:: ../../attention/block.py
 #    :language: python
 #    :pyobject: FeedForward.forward
 #
-# The block of the paper: ``E = 512``, 8 heads, ``ffn_dim = 2048``, dropout 0.1. Where do its
-# parameters sit?
+# The block of the paper: ``E = 512``, 8 heads, ``ffn_dim = 2048``, dropout 0.1. Where
+# do its parameters sit?
 
 from attention import TransformerBlock
 
@@ -73,32 +75,40 @@ print(f"{'block':<14}{count(block):>10,}")
 assert count(block.ffn) == 2 * 512 * 2048 + 2048 + 512
 
 # %%
-# The feed-forward network holds two thirds of the parameters. A batch of 4 sentences of 10
-# tokens goes in and comes out with the same shape; asked for them, the block also returns the
-# weights of its 8 heads:
+# The feed-forward network holds two thirds of the parameters. A batch of 4 sentences of
+# 10 tokens goes in and comes out with the same shape; asked for them, the block also
+# returns the weights of its 8 heads:
 
 x = torch.randn(N, L, E, device=device)  # (N, L, E)
 block.eval()  # no dropout while we look
 with torch.no_grad():
     out, weights = block(x, need_weights=True)
-print(f"input {tuple(x.shape)} -> output {tuple(out.shape)}, weights {tuple(weights.shape)}")
+print(
+    f"input {tuple(x.shape)} -> output {tuple(out.shape)}, weights "
+    f"{tuple(weights.shape)}"
+)
 assert out.shape == x.shape and weights.shape == (N, H, L, L)
 
 # %%
 # The order, drawn
 # ----------------
 #
-# Which part runs when? Rather than drawing it by hand, the picture below records the order in
-# which the block's sub-modules actually run (with forward hooks), for both settings of
-# ``norm_first``, and draws it. The two sums are the residual connections: the red lines carry
-# the residual stream past the branch.
+# Which part runs when? Rather than drawing it by hand, the picture below records the
+# order in which the block's sub-modules actually run (with forward hooks), for both
+# settings of ``norm_first``, and draws it. The two sums are the residual connections:
+# the red lines carry the residual stream past the branch.
 
 
 def call_order(module, names, x):
-    """The names of ``module``'s sub-modules ``names``, in the order a forward pass calls them."""
+    """
+    The names of ``module``'s sub-modules ``names``, in the order a forward pass calls
+    them.
+    """
     order = []
     hooks = [
-        module.get_submodule(name).register_forward_hook(lambda *_, name=name: order.append(name))
+        module.get_submodule(name).register_forward_hook(
+            lambda *_, name=name: order.append(name)
+        )
         for name in names
     ]
     module(x)
@@ -121,8 +131,9 @@ assert orders[False] == ["self_attn", "dropout1", "norm1", "ffn", "dropout2", "n
 assert orders[True] == ["norm1", "self_attn", "dropout1", "norm2", "ffn", "dropout2"]
 
 # %%
-# ``nn.TransformerEncoderLayer`` runs its modules in the same order, its feed-forward network
-# (``linear1``, ``dropout``, ``linear2``) included; recorded the same way, in training mode:
+# ``nn.TransformerEncoderLayer`` runs its modules in the same order, its feed-forward
+# network (``linear1``, ``dropout``, ``linear2``) included; recorded the same way, in
+# training mode:
 
 from torch import nn
 
@@ -138,10 +149,17 @@ ours_parts = [
 ]
 theirs_parts = [name.removeprefix("ffn.") for name in ours_parts]
 for norm_first in (False, True):
-    theirs = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first)
+    theirs = nn.TransformerEncoderLayer(
+        32, 4, 64, batch_first=True, norm_first=norm_first
+    )
     theirs_order = call_order(theirs, theirs_parts, probe_input)
-    ours_order = call_order(TransformerBlock.from_torch(theirs), ours_parts, probe_input)
-    print(f"nn.TransformerEncoderLayer, norm_first={norm_first}:\n  {' -> '.join(theirs_order)}")
+    ours_order = call_order(
+        TransformerBlock.from_torch(theirs), ours_parts, probe_input
+    )
+    print(
+        f"nn.TransformerEncoderLayer, norm_first={norm_first}:\n  "
+        f"{' -> '.join(theirs_order)}"
+    )
     assert [name.removeprefix("ffn.") for name in ours_order] == theirs_order
 
 # %%
@@ -151,8 +169,8 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 
 def draw_block(ax, order, norm_first, cx, title):
-    """Draw one block bottom to top in ``order``, adding each residual sum after its dropout;
-    the residual connection leaves the stream where a branch begins."""
+    """Draw one block bottom to top in ``order``, adding each residual sum after its
+    dropout; the residual connection leaves the stream where a branch begins."""
     branch_starts = ("norm1", "norm2") if norm_first else ("self_attn", "ffn")
     items = []
     for name in order:
@@ -185,9 +203,13 @@ def draw_block(ax, order, norm_first, cx, title):
             )
             ax.text(cx, bottom + height / 2, text, ha="center", va="center", fontsize=9)
             new_top = bottom + height
-        ax.add_patch(FancyArrowPatch((cx, top), (cx, bottom), arrowstyle="->", mutation_scale=10))
+        ax.add_patch(
+            FancyArrowPatch((cx, top), (cx, bottom), arrowstyle="->", mutation_scale=10)
+        )
         top = new_top
-    ax.add_patch(FancyArrowPatch((cx, top), (cx, top + gap), arrowstyle="->", mutation_scale=10))
+    ax.add_patch(
+        FancyArrowPatch((cx, top), (cx, top + gap), arrowstyle="->", mutation_scale=10)
+    )
     ax.text(cx, top + gap + 0.3, "out", ha="center", va="center", fontsize=11)
     red, side = "#b3401a", cx - width / 2 - 0.45
     for start, plus in zip(junctions, pluses, strict=True):  # the residual connections
@@ -203,7 +225,9 @@ def draw_block(ax, order, norm_first, cx, title):
                 lw=1.5,
             )
         )
-    ax.text(cx, top + gap + 1.0, title, ha="center", va="center", fontsize=10, weight="bold")
+    ax.text(
+        cx, top + gap + 1.0, title, ha="center", va="center", fontsize=10, weight="bold"
+    )
     return top + gap + 1.4
 
 
@@ -216,7 +240,9 @@ LABELS = {
     "dropout2": ("dropout (dropout2)", "#fdbb84"),
 }
 fig, ax = plt.subplots(figsize=(8, 8.4), layout="constrained")
-height = draw_block(ax, orders[False], False, 2.0, "post-LN\n(norm_first=False,\nVaswani et al.)")
+height = draw_block(
+    ax, orders[False], False, 2.0, "post-LN\n(norm_first=False,\nVaswani et al.)"
+)
 draw_block(ax, orders[True], True, 6.6, "pre-LN\n(norm_first=True)")
 ax.set_xlim(-0.4, 8.2)
 ax.set_ylim(-0.7, height)
@@ -226,9 +252,10 @@ ax.set_title("One block, in the order its modules run\n(red: the residual connec
 plt.show()
 
 # %%
-# Post-LN normalises *after* each sum, so the residual stream itself passes through every
-# LayerNorm. Pre-LN normalises only what goes *into* each branch; the stream from ``x`` to
-# ``out`` is nothing but additions. In both, dropout sits on the branch, before the sum.
+# Post-LN normalises *after* each sum, so the residual stream itself passes through
+# every LayerNorm. Pre-LN normalises only what goes *into* each branch; the stream from
+# ``x`` to ``out`` is nothing but additions. In both, dropout sits on the branch, before
+# the sum.
 #
 # The feed-forward network works on each token alone
 # --------------------------------------------------
@@ -240,20 +267,28 @@ with torch.no_grad():
     changed = x.clone()
     changed[:, 7] += 1.0  # change token 7 of every sentence
     ffn_moved = (block.ffn(changed) - block.ffn(x)).abs().amax(dim=(0, 2)) > 0  # (L,)
-    attn_moved = (block.self_attn(changed)[0] - block.self_attn(x)[0]).abs().amax(dim=(0, 2)) > 0
-print(f"positions whose FFN output changed:       {ffn_moved.nonzero().flatten().tolist()}")
-print(f"positions whose attention output changed: {attn_moved.nonzero().flatten().tolist()}")
+    attn_moved = (block.self_attn(changed)[0] - block.self_attn(x)[0]).abs().amax(
+        dim=(0, 2)
+    ) > 0
+print(
+    "positions whose FFN output changed:       "
+    f"{ffn_moved.nonzero().flatten().tolist()}"
+)
+print(
+    "positions whose attention output changed: "
+    f"{attn_moved.nonzero().flatten().tolist()}"
+)
 assert ffn_moved.tolist() == [i == 7 for i in range(L)] and attn_moved.all()
 
 # %%
 # Residual connections and LayerNorm
 # ----------------------------------
 #
-# A residual connection adds the branch to its input, ``x + f(x)``, so the input always gets
-# through, even when ``f`` is still random. At initialisation the branches are small next to
-# the stream (the sizes are printed below), so each block starts close to the identity. The
-# LayerNorm then rescales every token to mean 0 and standard deviation 1 over its ``E``
-# features (its gain starts at 1 and its bias at 0):
+# A residual connection adds the branch to its input, ``x + f(x)``, so the input always
+# gets through, even when ``f`` is still random. At initialisation the branches are
+# small next to the stream (the sizes are printed below), so each block starts close to
+# the identity. The LayerNorm then rescales every token to mean 0 and standard deviation
+# 1 over its ``E`` features (its gain starts at 1 and its bias at 0):
 
 
 def rms(t):
@@ -269,43 +304,54 @@ print(
     f"RMS of x {rms(x):.3f}, of the attention branch {rms(attended):.3f}, "
     f"of the feed-forward branch {rms(fed_forward):.3f}"
 )
-print(f"cosine similarity of each token's output with its input: min {cosine.min().item():.3f}")
+print(
+    "cosine similarity of each token's output with its input: min "
+    f"{cosine.min().item():.3f}"
+)
 print(
     f"output per token: largest |mean| {out.mean(-1).abs().max().item():.1e}, "
     f"std between {out.std(-1, unbiased=False).min().item():.4f} and "
     f"{out.std(-1, unbiased=False).max().item():.4f}"
 )
 claim("RMS of the attention branch / the stream", rms(attended) / rms(x), below=0.5)
-claim("RMS of the feed-forward branch / the stream", rms(fed_forward) / rms(x), below=0.5)
+claim(
+    "RMS of the feed-forward branch / the stream", rms(fed_forward) / rms(x), below=0.5
+)
 claim("lowest cosine of a token's output with its input", cosine.min(), above=0.8)
-assert torch.allclose(out.std(-1, unbiased=False), torch.ones(N, L, device=device), atol=1e-3)
+assert torch.allclose(
+    out.std(-1, unbiased=False), torch.ones(N, L, device=device), atol=1e-3
+)
 
 # %%
 # Where dropout goes, and where it does not
 # -----------------------------------------
 #
-# Dropout, in training mode only, zeroes each value with probability ``p`` and scales the rest
-# by :math:`1/(1-p)`. The block uses it in the three places ``nn.TransformerEncoderLayer`` uses
-# it: on the attention weights, after the feed-forward network's ReLU, and on each branch
-# before the sum (``dropout1``, ``dropout2``). It regularises what a branch *adds*, and leaves
-# the residual stream alone. In evaluation mode it does nothing, so the output is
-# deterministic:
+# Dropout, in training mode only, zeroes each value with probability ``p`` and scales
+# the rest by :math:`1/(1-p)`. The block uses it in the three places
+# ``nn.TransformerEncoderLayer`` uses it: on the attention weights, after the
+# feed-forward network's ReLU, and on each branch before the sum (``dropout1``,
+# ``dropout2``). It regularises what a branch *adds*, and leaves the residual stream
+# alone. In evaluation mode it does nothing, so the output is deterministic:
 
 with torch.no_grad():
     block.train()
     first, second = block(x)[0], block(x)[0]
     block.eval()
     third, fourth = block(x)[0], block(x)[0]
-print(f"train mode: two calls differ by up to {(first - second).abs().max().item():.3f}")
-print(f"eval mode:  two calls differ by up to {(third - fourth).abs().max().item():.3f}")
+print(
+    f"train mode: two calls differ by up to {(first - second).abs().max().item():.3f}"
+)
+print(
+    f"eval mode:  two calls differ by up to {(third - fourth).abs().max().item():.3f}"
+)
 assert not torch.equal(first, second) and torch.equal(third, fourth)
 
 # %%
-# A common misplacement puts dropout *after* the LayerNorm, ``dropout(norm(x + f(x)))``. Then
-# dropout hits the residual stream itself: every block erases a tenth of the stream's values,
-# the values every later block and the output read, and the stream's scale is different in
-# training (values scaled by :math:`1/(1-p)`) and in evaluation. Compare the two placements in
-# training mode:
+# A common misplacement puts dropout *after* the LayerNorm, ``dropout(norm(x + f(x)))``.
+# Then dropout hits the residual stream itself: every block erases a tenth of the
+# stream's values, the values every later block and the output read, and the stream's
+# scale is different in training (values scaled by :math:`1/(1-p)`) and in evaluation.
+# Compare the two placements in training mode:
 
 
 def misplaced(block, x):
@@ -319,41 +365,54 @@ block.train()
 with torch.no_grad():
     right, wrong = block(x)[0], misplaced(block, x)
 block.eval()
-for name, result in [("dropout before the sum", right), ("dropout after the norm", wrong)]:
+for name, result in [
+    ("dropout before the sum", right),
+    ("dropout after the norm", wrong),
+]:
     zeros = (result == 0).float().mean().item()
     std = result.std(-1, unbiased=False).mean().item()
-    print(f"{name:<24} output values exactly 0: {zeros:.1%}; mean per-token std {std:.3f}")
+    print(
+        f"{name:<24} output values exactly 0: {zeros:.1%}; mean per-token std {std:.3f}"
+    )
 assert (right == 0).sum() == 0
 zeroed = (wrong == 0).float().mean()
 claim("dropout after the norm: fraction zeroed", zeroed, above=0.08, below=0.12)
-claim("dropout after the norm: mean per-token std", wrong.std(-1, unbiased=False).mean(),
-      above=1.03)  # fmt: skip
+claim(
+    "dropout after the norm: mean per-token std",
+    wrong.std(-1, unbiased=False).mean(),
+    above=1.03,
+)
 
 # %%
-# With dropout on the branches, no output value is zeroed and every token leaves with standard
-# deviation 1, as in evaluation. Misplaced, about a tenth of the stream is erased and its
-# standard deviation is inflated (the numbers printed above), so the next block sees different
-# statistics in training and in evaluation.
+# With dropout on the branches, no output value is zeroed and every token leaves with
+# standard deviation 1, as in evaluation. Misplaced, about a tenth of the stream is
+# erased and its standard deviation is inflated (the numbers printed above), so the next
+# block sees different statistics in training and in evaluation.
 #
 # Post-LN or pre-LN: a measurement
 # --------------------------------
 #
-# The original Transformer used post-LN; many later, deeper models (GPT-2, for one) use pre-LN.
-# The reason shows up in a stack of blocks at initialisation. Below, stacks of 24 blocks with
-# ``E = 64``, 8 heads and ``ffn_dim = 256`` (small, so that it runs fast) process a batch of
-# random tokens; the pre-LN stack gets the final LayerNorm it needs (its stream is never
-# normalised otherwise). The loss is the squared error against a random target. We record the
-# size (RMS) of the residual stream after each block, and the norm of the gradient of the loss
-# with respect to the stream entering each block: the signal from which that block and all
-# blocks below it learn.
+# The original Transformer used post-LN; many later, deeper models (GPT-2, for one) use
+# pre-LN. The reason shows up in a stack of blocks at initialisation. Below, stacks of
+# 24 blocks with ``E = 64``, 8 heads and ``ffn_dim = 256`` (small, so that it runs fast)
+# process a batch of random tokens; the pre-LN stack gets the final LayerNorm it needs
+# (its stream is never normalised otherwise). The loss is the squared error against a
+# random target. We record the size (RMS) of the residual stream after each block, and
+# the norm of the gradient of the loss with respect to the stream entering each block:
+# the signal from which that block and all blocks below it learn.
 
 small = {"embed_dim": 64, "num_heads": 8, "ffn_dim": 256, "dropout": 0.0}
 
 
 def measure(norm_first, depth, seed):
-    """Run a stack once: RMS of the stream after each block, gradient norm entering each."""
+    """
+    Run a stack once: RMS of the stream after each block, gradient norm entering each.
+    """
     torch.manual_seed(seed)
-    blocks = [TransformerBlock(**small, norm_first=norm_first).to(device) for _ in range(depth)]
+    blocks = [
+        TransformerBlock(**small, norm_first=norm_first).to(device)
+        for _ in range(depth)
+    ]
     final = nn.LayerNorm(64, device=device) if norm_first else nn.Identity()
     h = torch.randn(8, 16, 64, device=device, requires_grad=True)  # (N, L, E)
     inputs, sizes = [], []
@@ -382,7 +441,8 @@ print(
 )
 print(
     f"gradient norm entering block 1 / entering block {depth}: "
-    f"post-LN {post_grads[0] / post_grads[-1]:.2f}; pre-LN {pre_grads[0] / pre_grads[-1]:.2f}"
+    f"post-LN {post_grads[0] / post_grads[-1]:.2f}; pre-LN "
+    f"{pre_grads[0] / pre_grads[-1]:.2f}"
 )
 assert all(abs(s - 1) < 1e-3 for s in post_sizes)
 claim("pre-LN stream RMS, last block / first", pre_sizes[-1] / pre_sizes[0], above=1.3)
@@ -416,9 +476,9 @@ plot_per_block(
 )
 
 # %%
-# Post-LN's stream is renormalised by every block: its RMS is 1 all the way. Pre-LN's stream is
-# a sum that every block adds to, so it grows with depth (the numbers printed above); the final
-# LayerNorm brings it back to scale. Now the gradients:
+# Post-LN's stream is renormalised by every block: its RMS is 1 all the way. Pre-LN's
+# stream is a sum that every block adds to, so it grows with depth (the numbers printed
+# above); the final LayerNorm brings it back to scale. Now the gradients:
 
 plot_per_block(
     post_grads,
@@ -429,11 +489,12 @@ plot_per_block(
 )
 
 # %%
-# Read the plot from right to left, the way the gradient travels. In post-LN it has to cross
-# every block's two LayerNorms, and it arrives at the first block weaker than it left the last.
-# In pre-LN the stream is a plain sum, so the gradient at the top reaches every block
-# unchanged, plus what each branch adds on the way: it arrives stronger. Depth makes the
-# difference grow, as the same measurement for stacks of 6 to 48 blocks shows:
+# Read the plot from right to left, the way the gradient travels. In post-LN it has to
+# cross every block's two LayerNorms, and it arrives at the first block weaker than it
+# left the last. In pre-LN the stream is a plain sum, so the gradient at the top reaches
+# every block unchanged, plus what each branch adds on the way: it arrives stronger.
+# Depth makes the difference grow, as the same measurement for stacks of 6 to 48 blocks
+# shows:
 
 print("blocks   gradient entering block 1 / entering the last block")
 print("         post-LN   pre-LN")
@@ -445,29 +506,33 @@ for d in (6, 12, 24, 48):
     print(f"{d:>6}   {ratios[d][0]:>7.2f}   {ratios[d][1]:>6.2f}")
 torch.set_num_threads(threads)
 post_ratios = [r[0] for r in ratios.values()]
-claim("post-LN ratio at 48 blocks / at 6 blocks", post_ratios[-1] / post_ratios[0], below=1)
+claim(
+    "post-LN ratio at 48 blocks / at 6 blocks",
+    post_ratios[-1] / post_ratios[0],
+    below=1,
+)
 claim("post-LN ratio at 48 blocks", post_ratios[-1], below=0.7)
 claim("pre-LN ratio, lowest", min(r[1] for r in ratios.values()), above=1)
 
 # %%
 # In post-LN the gradient that reaches the first block shrinks as the stack deepens (the
-# numbers above), so the lower blocks of a deep post-LN stack learn from a weaker gradient than
-# the upper ones; in pre-LN it never shrinks. This is one measurement, of gradients entering
-# the blocks at initialisation, not a training run. Xiong et al. (2020) made the argument in
-# full: they showed that at initialisation post-LN's gradients are largest near the output,
-# which is why post-LN needs a learning-rate warm-up, and that pre-LN trains without one.
-# Pre-LN pays with a stream that grows with depth and needs a final LayerNorm. At 6 blocks,
-# the depth of Vaswani et al. (2017), post-LN loses little (the first line of the table),
-# and ``nn.TransformerEncoderLayer`` still defaults to it (``norm_first=False``), as does this
-# package.
+# numbers above), so the lower blocks of a deep post-LN stack learn from a weaker
+# gradient than the upper ones; in pre-LN it never shrinks. This is one measurement, of
+# gradients entering the blocks at initialisation, not a training run. Xiong et al.
+# (2020) made the argument in full: they showed that at initialisation post-LN's
+# gradients are largest near the output, which is why post-LN needs a learning-rate
+# warm-up, and that pre-LN trains without one. Pre-LN pays with a stream that grows with
+# depth and needs a final LayerNorm. At 6 blocks, the depth of Vaswani et al. (2017),
+# post-LN loses little (the first line of the table), and ``nn.TransformerEncoderLayer``
+# still defaults to it (``norm_first=False``), as does this package.
 #
 # Equal to ``nn.TransformerEncoderLayer``
 # ---------------------------------------
 #
-# :meth:`attention.TransformerBlock.from_torch` copies every parameter of a PyTorch encoder
-# layer. With a padding mask, converted to PyTorch's polarity by
-# :func:`attention.masks.to_torch_key_padding_mask`, both give the same outputs and the same
-# gradients, in both orders:
+# :meth:`attention.TransformerBlock.from_torch` copies every parameter of a PyTorch
+# encoder layer. With a padding mask, converted to PyTorch's polarity by
+# :func:`attention.masks.to_torch_key_padding_mask`, both give the same outputs and the
+# same gradients, in both orders:
 
 from attention import padding_mask
 from attention.masks import to_torch_key_padding_mask
@@ -489,40 +554,47 @@ for norm_first in (False, True):
     theirs_out.pow(2).sum().backward()
     ours_out.pow(2).sum().backward()
     out_diff = (ours_out - theirs_out).abs().max().item()
-    grad_diff = (ours.ffn.linear1.weight.grad - layer.linear1.weight.grad).abs().max().item()
+    grad_diff = (
+        (ours.ffn.linear1.weight.grad - layer.linear1.weight.grad).abs().max().item()
+    )
     print(
         f"norm_first={norm_first!s:<5}  outputs differ by {out_diff:.1e}, "
         f"gradients of linear1 by {grad_diff:.1e}"
     )
-    # float32, sums over 512 and 2048 terms: agreement to about 1e-6 of the values' size.
+    # float32, sums over 512 and 2048 terms: agreement to about 1e-6 of the values'
+    # size.
     assert torch.allclose(ours_out, theirs_out, atol=1e-5)
-    assert torch.allclose(ours.ffn.linear1.weight.grad, layer.linear1.weight.grad, atol=1e-4)
+    assert torch.allclose(
+        ours.ffn.linear1.weight.grad, layer.linear1.weight.grad, atol=1e-4
+    )
 
 # %%
-# The differences printed above are float32 rounding: the two implementations add the same
-# numbers in a different order.
+# The differences printed above are float32 rounding: the two implementations add the
+# same numbers in a different order.
 #
 # What to remember
 # ----------------
 #
-# - A block is two sub-layers, attention then a position-wise feed-forward network; each is a
-#   branch added to the residual stream, with a LayerNorm after the sum (post-LN) or at the
-#   start of the branch (pre-LN, ``norm_first=True``).
-# - Only attention mixes tokens; the feed-forward network, which holds most of the parameters,
-#   works on each token alone.
-# - Dropout goes on the attention weights, inside the feed-forward network and on each branch
-#   before the sum, never after a LayerNorm, where it would erase part of the residual stream.
-# - At initialisation, post-LN keeps activations at scale but weakens the gradient on its way
-#   down a deep stack; pre-LN passes it down undiminished, lets the stream grow with depth and
-#   needs a final LayerNorm.
-# - :meth:`attention.TransformerBlock.from_torch` matches ``nn.TransformerEncoderLayer`` in
-#   both orders.
+# - A block is two sub-layers, attention then a position-wise feed-forward network; each
+#   is a branch added to the residual stream, with a LayerNorm after the sum (post-LN)
+#   or at the start of the branch (pre-LN, ``norm_first=True``).
+# - Only attention mixes tokens; the feed-forward network, which holds most of the
+#   parameters, works on each token alone.
+# - Dropout goes on the attention weights, inside the feed-forward network and on each
+#   branch before the sum, never after a LayerNorm, where it would erase part of the
+#   residual stream.
+# - At initialisation, post-LN keeps activations at scale but weakens the gradient on
+#   its way down a deep stack; pre-LN passes it down undiminished, lets the stream grow
+#   with depth and needs a final LayerNorm.
+# - :meth:`attention.TransformerBlock.from_torch` matches ``nn.TransformerEncoderLayer``
+#   in both orders.
 #
-# API used on this page: :class:`attention.TransformerBlock`, :class:`attention.FeedForward`,
-# :class:`attention.MultiHeadAttention` (the block's ``self_attn``),
-# :func:`attention.padding_mask` and :func:`attention.masks.to_torch_key_padding_mask`.
+# API used on this page: :class:`attention.TransformerBlock`,
+# :class:`attention.FeedForward`, :class:`attention.MultiHeadAttention` (the block's
+# ``self_attn``), :func:`attention.padding_mask` and
+# :func:`attention.masks.to_torch_key_padding_mask`.
 #
-# Next: :ref:`sphx_glr_tutorials_08_visualising_attention.py` looks at what the heads attend
-# to.
+# Next: :ref:`sphx_glr_tutorials_08_visualising_attention.py` looks at what the heads
+# attend to.
 
 # sphinx_gallery_thumbnail_number = 3

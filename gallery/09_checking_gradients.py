@@ -2,12 +2,13 @@
 Checking gradients
 ==================
 
-Autograd writes the backward pass for us, but it only differentiates what the forward pass
-does: a mask that lets a gradient leak to a key it should hide, or a NaN that appears only in
-the backward pass, raises no error. This page checks the package's gradients numerically with
-``torch.autograd.gradcheck`` and ``gradgradcheck``, shows why those checks need float64,
-follows the gradient through a query that may attend to nothing, compares the ways of blocking
-a score, and ends with the gradient norm of every parameter of a Transformer block.
+Autograd writes the backward pass for us, but it only differentiates what the forward
+pass does: a mask that lets a gradient leak to a key it should hide, or a NaN that
+appears only in the backward pass, raises no error. This page checks the package's
+gradients numerically with ``torch.autograd.gradcheck`` and ``gradgradcheck``, shows why
+those checks need float64, follows the gradient through a query that may attend to
+nothing, compares the ways of blocking a score, and ends with the gradient norm of every
+parameter of a Transformer block.
 
 It assumes :ref:`sphx_glr_tutorials_05_masks.py` (bool masks, ``True`` = may attend) and
 :ref:`sphx_glr_tutorials_07_transformer_block.py`.
@@ -21,7 +22,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -29,21 +30,23 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # What gradcheck compares
 # -----------------------
 #
-# ``torch.autograd.gradcheck(fn, inputs)`` computes every entry of the Jacobian of ``fn`` twice.
-# Once *numerically*, by nudging one input element at a time by ``eps`` in both directions:
+# ``torch.autograd.gradcheck(fn, inputs)`` computes every entry of the Jacobian of
+# ``fn`` twice. Once *numerically*, by nudging one input element at a time by ``eps`` in
+# both directions:
 #
 # .. math::
-#     \frac{\partial f_i}{\partial x_j} \approx \frac{f_i(x + \epsilon e_j) - f_i(x - \epsilon
-#     e_j)}{2 \epsilon},
+#     \frac{\partial f_i}{\partial x_j} \approx
+#     \frac{f_i(x + \epsilon e_j) - f_i(x - \epsilon e_j)}{2 \epsilon},
 #
-# and once *analytically*, with autograd's backward pass. It passes when every pair agrees to
-# ``atol + rtol * |analytical|``; the defaults are ``eps=1e-6``, ``atol=1e-5`` and
-# ``rtol=1e-3``. Every input with ``requires_grad=True`` is checked, against every output.
+# and once *analytically*, with autograd's backward pass. It passes when every pair
+# agrees to ``atol + rtol * |analytical|``; the defaults are ``eps=1e-6``, ``atol=1e-5``
+# and ``rtol=1e-3``. Every input with ``requires_grad=True`` is checked, against every
+# output.
 #
-# Here it is on :func:`attention.scaled_dot_product_attention` in float64, with 3 queries, 5
-# keys, values of a different size than the keys (``Dv = 2``, ``D = 4``), a causal mask, and a
-# scale that is not the default. The function returns two tensors, the output and the weights:
-# both are checked.
+# Here it is on :func:`attention.scaled_dot_product_attention` in float64, with 3
+# queries, 5 keys, values of a different size than the keys (``Dv = 2``, ``D = 4``), a
+# causal mask, and a scale that is not the default. The function returns two tensors,
+# the output and the weights: both are checked.
 
 from torch.autograd import gradcheck, gradgradcheck
 
@@ -66,12 +69,13 @@ print(f"gradcheck(scaled_dot_product_attention): {gradcheck(attend, (q, k, v))}"
 # Checking a module's parameters
 # ------------------------------
 #
-# ``gradcheck`` perturbs its *inputs*; a module's weights are not inputs. ``torch.func``'s
-# ``functional_call`` runs a module with parameter tensors that we pass in, so the parameters
-# can become inputs too. Here is a small :class:`attention.MultiHeadAttention` (``E = 4``,
-# ``H = 2``) doing cross-attention from 3 queries to 5 keys with the causal mask: gradcheck
-# compares the derivatives of both outputs with respect to the query, the keys and values, and
-# all eight parameter tensors.
+# ``gradcheck`` perturbs its *inputs*; a module's weights are not inputs.
+# ``torch.func``'s ``functional_call`` runs a module with parameter tensors that we pass
+# in, so the parameters can become inputs too. Here is a small
+# :class:`attention.MultiHeadAttention` (``E = 4``, ``H = 2``) doing cross-attention
+# from 3 queries to 5 keys with the causal mask: gradcheck compares the derivatives of
+# both outputs with respect to the query, the keys and values, and all eight parameter
+# tensors.
 
 from torch.func import functional_call
 
@@ -96,26 +100,28 @@ n_in = sum(t.numel() for t in inputs)
 n_out = sum(t.numel() for t in mha_with(*inputs))
 print(f"{len(inputs)} input tensors, {n_in} numbers in, {n_out} numbers out")
 print(f"Jacobian entries compared: {n_in * n_out}")
-print(f"gradcheck(MultiHeadAttention, parameters included): {gradcheck(mha_with, inputs)}")
+print(
+    f"gradcheck(MultiHeadAttention, parameters included): {gradcheck(mha_with, inputs)}"
+)
 
 # %%
 # Second derivatives
 # ------------------
 #
-# Some uses differentiate a gradient again: a penalty on the gradient's norm, Hessian-vector
-# products, meta-learning. ``gradgradcheck`` checks that second backward pass the same way,
-# by finite differences of the first one:
+# Some uses differentiate a gradient again: a penalty on the gradient's norm,
+# Hessian-vector products, meta-learning. ``gradgradcheck`` checks that second backward
+# pass the same way, by finite differences of the first one:
 
 print(f"gradgradcheck(MultiHeadAttention): {gradgradcheck(mha_with, inputs)}")
 
 # %%
-# The full Jacobian grows with the product of the input and output sizes. For a bigger module,
-# ``fast_mode=True`` checks one random projection :math:`v^\top J u` per input and output
-# instead, which costs a few passes per input tensor whatever its size. A
-# :class:`attention.TransformerBlock` has dropout, so it is checked in evaluation mode: in
-# training mode every call draws new dropout masks, and the finite differences measure the
-# change of the masks, not of the input (the last check below, in training mode, is the full
-# check with respect to the input alone, and it fails).
+# The full Jacobian grows with the product of the input and output sizes. For a bigger
+# module, ``fast_mode=True`` checks one random projection :math:`v^\top J u` per input
+# and output instead, which costs a few passes per input tensor whatever its size. A
+# :class:`attention.TransformerBlock` has dropout, so it is checked in evaluation mode:
+# in training mode every call draws new dropout masks, and the finite differences
+# measure the change of the masks, not of the input (the last check below, in training
+# mode, is the full check with respect to the input alone, and it fails).
 
 from attention import TransformerBlock
 
@@ -127,7 +133,9 @@ mask3 = causal_mask(3, device=device)  # (L, L)
 
 
 def block_with(x, *params):
-    return functional_call(block, dict(zip(block_names, params, strict=True)), (x, mask3))[0]
+    return functional_call(
+        block, dict(zip(block_names, params, strict=True)), (x, mask3)
+    )[0]
 
 
 block_inputs = (x, *block_params)
@@ -137,18 +145,24 @@ block.eval()
 checks["eval, gradcheck"] = gradcheck(block_with, block_inputs, fast_mode=True)
 checks["eval, gradgradcheck"] = gradgradcheck(block_with, block_inputs, fast_mode=True)
 block.train()
-checks["train, gradcheck"] = gradcheck(lambda x: block(x, mask3)[0], (x,), raise_exception=False)
+checks["train, gradcheck"] = gradcheck(
+    lambda x: block(x, mask3)[0], (x,), raise_exception=False
+)
 print(f"TransformerBlock(8, 2, ffn_dim=16): {n_block} parameters")
 for what, passed in checks.items():
     print(f"  {what:20s} {passed}")
-assert checks == {"eval, gradcheck": True, "eval, gradgradcheck": True, "train, gradcheck": False}
+assert checks == {
+    "eval, gradcheck": True,
+    "eval, gradgradcheck": True,
+    "train, gradcheck": False,
+}
 
 # %%
 # Why float64
 # -----------
 #
-# Every check above ran in float64. The same module in float32 fails, and gradcheck warns
-# about it before it even starts (the warning is caught and printed here):
+# Every check above ran in float64. The same module in float32 fails, and gradcheck
+# warns about it before it even starts (the warning is caught and printed here):
 
 import warnings
 
@@ -164,12 +178,13 @@ assert not passed32 and caught
 
 # %%
 # Nothing is wrong with the backward pass; the numerical side is. With a step of
-# ``eps = 1e-6``, :math:`f(x + \epsilon) - f(x - \epsilon)` is a difference of two nearly
-# equal numbers, and float32 stores each with a relative error of about ``1e-7``
-# (``torch.finfo(torch.float32).eps``). Dividing by :math:`2\epsilon` magnifies that rounding
-# error to about :math:`10^{-7} / 10^{-6} = 0.1`. Measure it: the same weights in both dtypes,
-# the Jacobian of the output with respect to the input by autograd, and by central differences
-# done by hand (each perturbed input is one row of a batch, so one call computes every column).
+# ``eps = 1e-6``, :math:`f(x + \epsilon) - f(x - \epsilon)` is a difference of two
+# nearly equal numbers, and float32 stores each with a relative error of about ``1e-7``
+# (``torch.finfo(torch.float32).eps``). Dividing by :math:`2\epsilon` magnifies that
+# rounding error to about :math:`10^{-7} / 10^{-6} = 0.1`. Measure it: the same weights
+# in both dtypes, the Jacobian of the output with respect to the input by autograd, and
+# by central differences done by hand (each perturbed input is one row of a batch, so
+# one call computes every column).
 
 
 def analytical_jacobian(module, x):
@@ -180,7 +195,8 @@ def analytical_jacobian(module, x):
 
 def numerical_jacobian(module, x, eps):
     """The same matrix by central differences with a step ``eps``."""
-    steps = eps * torch.eye(x.numel(), dtype=x.dtype, device=x.device)  # one row per input
+    # one row per input
+    steps = eps * torch.eye(x.numel(), dtype=x.dtype, device=x.device)
     steps = steps.view(-1, *x.shape[1:])  # (inputs, L, E): each row a nudged copy of x
     with torch.no_grad():
         up, down = module(x + steps)[0], module(x - steps)[0]  # (inputs, L, E)
@@ -190,14 +206,17 @@ def numerical_jacobian(module, x, eps):
 mha64 = MultiHeadAttention(4, 2, **f64)
 mha64.load_state_dict(mha32.state_dict())
 cases = {"float32": (mha32, x32.detach()), "float64": (mha64, x32.detach().double())}
-exact = {name: analytical_jacobian(module, x_in) for name, (module, x_in) in cases.items()}
+exact = {
+    name: analytical_jacobian(module, x_in) for name, (module, x_in) in cases.items()
+}
 for name, (module, x_in) in cases.items():
     analytical = exact[name]
     error = (numerical_jacobian(module, x_in, 1e-6) - analytical).abs()
     allowed = 1e-5 + 1e-3 * analytical.abs()  # gradcheck's atol + rtol * |analytical|
     print(
         f"{name}: largest |numerical - analytical| = {error.max().item():.1e}, "
-        f"entries over gradcheck's tolerance: {int((error > allowed).sum())} of {error.numel()}"
+        f"entries over gradcheck's tolerance: {int((error > allowed).sum())} of "
+        f"{error.numel()}"
     )
     if name == "float32":
         error32 = error.max().item()
@@ -207,10 +226,10 @@ claim("float32 error at eps = 1e-6", error32, above=1e-3)
 claim("float64 error at eps = 1e-6", error64, below=1e-8)
 
 # %%
-# A smaller error in float32 would need a larger step, but a larger step brings the other
-# error of finite differences: the curvature of :math:`f` that the straight line between
-# :math:`x \pm \epsilon` ignores, which grows like :math:`\epsilon^2`. Sweeping the step shows
-# the two errors meet at a floor:
+# A smaller error in float32 would need a larger step, but a larger step brings the
+# other error of finite differences: the curvature of :math:`f` that the straight line
+# between :math:`x \pm \epsilon` ignores, which grows like :math:`\epsilon^2`. Sweeping
+# the step shows the two errors meet at a floor:
 
 import matplotlib.pyplot as plt
 
@@ -229,7 +248,8 @@ claim("float32: best step", best32, above=1e-3)
 claim("float32: smallest error", floor32, below=1e-5)
 claim("float32 / float64 smallest error", floor32 / floor64, above=1e4)
 # sphinx_gallery_start_ignore
-assert (numerical_jacobian(mha32, x32.detach(), 1e-10) == 0).all()  # x + 1e-10 == x in float32
+# x + 1e-10 == x in float32
+assert (numerical_jacobian(mha32, x32.detach(), 1e-10) == 0).all()
 # sphinx_gallery_end_ignore
 
 fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
@@ -244,23 +264,24 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %%
-# Left of each valley, rounding dominates and the error grows as the step shrinks; at the far
-# left of the float32 curve the step is too small to change :math:`x` at all, the numerical
-# derivative is 0 and the error is the size of the derivative itself. Right of each valley,
-# curvature dominates. gradcheck's step sits deep in float32's rounding slope. Float32 only
-# gets under the tolerance near the bottom of its valley, at a step more than a thousand times
-# larger (printed above), where the result depends on how curved this particular function is;
-# even there its error is several orders of magnitude above float64's. In float64 the default
-# step has room to spare, so gradients are checked in float64, which every module of the
-# package accepts through ``dtype=torch.float64``.
+# Left of each valley, rounding dominates and the error grows as the step shrinks; at
+# the far left of the float32 curve the step is too small to change :math:`x` at all,
+# the numerical derivative is 0 and the error is the size of the derivative itself.
+# Right of each valley, curvature dominates. gradcheck's step sits deep in float32's
+# rounding slope. Float32 only gets under the tolerance near the bottom of its valley,
+# at a step more than a thousand times larger (printed above), where the result depends
+# on how curved this particular function is; even there its error is several orders of
+# magnitude above float64's. In float64 the default step has room to spare, so gradients
+# are checked in float64, which every module of the package accepts through
+# ``dtype=torch.float64``.
 #
 # A query that may attend to nothing
 # ----------------------------------
 #
-# :ref:`sphx_glr_tutorials_05_masks.py` showed the forward side: a query row whose mask is all
-# ``False`` gives output 0 and weights 0 here. Now the backward side. Three queries, four keys;
-# query 2 may attend to nothing, and no query may attend to key 3 (as if it were padding). The
-# loss is the sum of the outputs.
+# :ref:`sphx_glr_tutorials_05_masks.py` showed the forward side: a query row whose mask
+# is all ``False`` gives output 0 and weights 0 here. Now the backward side. Three
+# queries, four keys; query 2 may attend to nothing, and no query may attend to key 3
+# (as if it were padding). The loss is the sum of the outputs.
 
 L, S, D = 3, 4, 2
 row_mask = torch.tensor(
@@ -280,22 +301,24 @@ assert (qg.grad[2] == 0).all() and (kg.grad[3] == 0).all() and (vg.grad[3] == 0)
 assert (qg.grad[:2] != 0).all() and (vg.grad[:3] != 0).all()
 
 # %%
-# Every gradient is finite. Query 2 gets gradient 0 (its output is 0 whatever it is), and
-# key 3 and value 3 get gradient 0 (nobody reads them); every other input gets a nonzero
-# gradient. ``gradcheck`` agrees with these derivatives, empty row included:
+# Every gradient is finite. Query 2 gets gradient 0 (its output is 0 whatever it is),
+# and key 3 and value 3 get gradient 0 (nobody reads them); every other input gets a
+# nonzero gradient. ``gradcheck`` agrees with these derivatives, empty row included:
 
-print(
-    "gradcheck with an empty row: "
-    f"{gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, row_mask), (qg, kg, vg))}"
-)
+
+def masked_attention(q, k, v):
+    return scaled_dot_product_attention(q, k, v, row_mask)
+
+
+print(f"gradcheck with an empty row: {gradcheck(masked_attention, (qg, kg, vg))}")
 
 # %%
 # Blocking with -inf or with a large negative number
 # --------------------------------------------------
 #
-# The package's choice is two lines of :func:`attention.scaled_dot_product_attention`: fill
-# blocked scores with the most negative finite number of their dtype, then zero the blocked
-# weights after the softmax:
+# The package's choice is two lines of :func:`attention.scaled_dot_product_attention`:
+# fill blocked scores with the most negative finite number of their dtype, then zero the
+# blocked weights after the softmax:
 #
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
@@ -304,10 +327,10 @@ print(
 #    :end-at: weights = weights.masked_fill
 #    :dedent: 4
 #
-# To see why both lines, take the usual alternatives: fill with ``-inf`` (with ``masked_fill``,
-# or by adding a float mask of 0 and ``-inf`` to the scores, as ``nn.MultiheadAttention``'s
-# float masks do), or fill with a large finite number (``-1e9``); then softmax, without zeroing
-# afterwards.
+# To see why both lines, take the usual alternatives: fill with ``-inf`` (with
+# ``masked_fill``, or by adding a float mask of 0 and ``-inf`` to the scores, as
+# ``nn.MultiheadAttention``'s float masks do), or fill with a large finite number
+# (``-1e9``); then softmax, without zeroing afterwards.
 
 
 def plain_softmax(block_scores):
@@ -321,9 +344,12 @@ def plain_softmax(block_scores):
     return attend
 
 
-additive = torch.zeros(L, S, **f64).masked_fill(~row_mask, float("-inf"))  # (L, S): 0 or -inf
+# (L, S): 0 or -inf
+additive = torch.zeros(L, S, **f64).masked_fill(~row_mask, float("-inf"))
 strategies = {
-    "masked_fill -inf": plain_softmax(lambda s: s.masked_fill(~row_mask, float("-inf"))),
+    "masked_fill -inf": plain_softmax(
+        lambda s: s.masked_fill(~row_mask, float("-inf"))
+    ),
     "add -inf mask": plain_softmax(lambda s: s + additive),
     "masked_fill -1e9": plain_softmax(lambda s: s.masked_fill(~row_mask, -1e9)),
     "this package": lambda q, k, v: scaled_dot_product_attention(q, k, v, row_mask),
@@ -335,7 +361,10 @@ for name, fn in strategies.items():
     out_s.sum().backward()
     results[name] = (weights_s.detach(), qs.grad, ks.grad, vs.grad)
 
-print(f"{'':17s} {'weights of query 2':25s} {'NaN in grad of q, k, v':>23s} {'|grad| of v3':>13s}")
+print(
+    f"{'':17s} {'weights of query 2':25s} {'NaN in grad of q, k, v':>23s} "
+    f"{'|grad| of v3':>13s}"
+)
 for name, (w_s, gq, gk, gv) in results.items():
     row = "[" + ", ".join(f"{w:.2f}" for w in w_s[2].tolist()) + "]"
     nans = ", ".join(f"{int(g.isnan().sum())}/{g.numel()}" for g in (gq, gk, gv))
@@ -353,20 +382,23 @@ assert (ours_w[2] == 0).all() and (ours_grads[2][3] == 0).all()
 assert all(g.isfinite().all() for g in ours_grads)
 
 # %%
-# - With ``-inf`` the empty row is :math:`e^{-\infty} / \sum e^{-\infty} = 0 / 0`: NaN weights
-#   and a NaN output. In the backward pass the NaN weights multiply the output gradient to make
-#   the gradient of *every* value, so all of them are NaN, including the values that queries
-#   0 and 1 were entitled to read. ``masked_fill`` at least sends no gradient back to the scores
-#   it overwrote, so the query and key gradients stay finite; the additive mask passes the NaN
-#   on to query 2 and to every key as well. Either way, one empty row spoils the whole update.
-# - With ``-1e9`` the empty row has all scores equal, so the softmax makes it uniform: query 2
-#   reads the average of every value, and value 3, which no query may see, receives a gradient
-#   (the norm printed above). Nothing crashes; the model quietly learns from padding.
-# - The package's fill also gives a uniform row, but the zeroing after the softmax sets it to
-#   0, and ``masked_fill`` sends no gradient back through the positions it overwrote: output 0,
-#   gradient 0 for everything that row could have touched, and finite gradients elsewhere. The
-#   fill is ``torch.finfo(dtype).min`` rather than a fixed ``-1e9`` so that it stays finite in
-#   float16 too (:ref:`sphx_glr_tutorials_05_masks.py`).
+# - With ``-inf`` the empty row is :math:`e^{-\infty} / \sum e^{-\infty} = 0 / 0`: NaN
+#   weights and a NaN output. In the backward pass the NaN weights multiply the output
+#   gradient to make the gradient of *every* value, so all of them are NaN, including
+#   the values that queries 0 and 1 were entitled to read. ``masked_fill`` at least
+#   sends no gradient back to the scores it overwrote, so the query and key gradients
+#   stay finite; the additive mask passes the NaN on to query 2 and to every key as
+#   well. Either way, one empty row spoils the whole update.
+# - With ``-1e9`` the empty row has all scores equal, so the softmax makes it uniform:
+#   query 2 reads the average of every value, and value 3, which no query may see,
+#   receives a gradient (the norm printed above). Nothing crashes; the model quietly
+#   learns from padding.
+# - The package's fill also gives a uniform row, but the zeroing after the softmax sets
+#   it to 0, and ``masked_fill`` sends no gradient back through the positions it
+#   overwrote: output 0, gradient 0 for everything that row could have touched, and
+#   finite gradients elsewhere. The fill is ``torch.finfo(dtype).min`` rather than a
+#   fixed ``-1e9`` so that it stays finite in float16 too
+#   (:ref:`sphx_glr_tutorials_05_masks.py`).
 #
 # The weights of query 2, drawn:
 
@@ -400,11 +432,12 @@ plt.show()
 # The gradient of every parameter
 # -------------------------------
 #
-# After a backward pass, every parameter should have a finite gradient, and a gradient norm
-# that is exactly 0, or far smaller than the others, is worth an explanation: it is how a
-# parameter that the loss does not reach shows up. Here is one backward pass through a
-# :class:`attention.TransformerBlock` in training mode (dropout on), on a batch of 4 sequences
-# of 6 tokens with a causal and a padding mask, against a random target:
+# After a backward pass, every parameter should have a finite gradient, and a gradient
+# norm that is exactly 0, or far smaller than the others, is worth an explanation: it is
+# how a parameter that the loss does not reach shows up. Here is one backward pass
+# through a :class:`attention.TransformerBlock` in training mode (dropout on), on a
+# batch of 4 sequences of 6 tokens with a causal and a padding mask, against a random
+# target:
 
 import torch.nn.functional as F
 
@@ -427,12 +460,12 @@ for name, p in block.named_parameters():
 assert all(p.grad is not None and p.grad.isfinite().all() for p in block.parameters())
 
 # %%
-# One entry stands out: ``self_attn.k_proj.bias``, many orders of magnitude below the rest.
-# It is not a bug. The key bias adds :math:`q \cdot b` to the score of query :math:`q` with
-# *every* key, the same amount along the row, and a softmax does not change when the same
-# number is added to all its inputs. The loss does not depend on the key bias, so its true
-# gradient is 0; what is printed is float32 rounding. In float64 it shrinks with the
-# precision:
+# One entry stands out: ``self_attn.k_proj.bias``, many orders of magnitude below the
+# rest. It is not a bug. The key bias adds :math:`q \cdot b` to the score of query
+# :math:`q` with *every* key, the same amount along the row, and a softmax does not
+# change when the same number is added to all its inputs. The loss does not depend on
+# the key bias, so its true gradient is 0; what is printed is float32 rounding. In
+# float64 it shrinks with the precision:
 
 k_bias_32 = grad_norms["self_attn.k_proj.bias"]
 others = [g for name, g in grad_norms.items() if name != "self_attn.k_proj.bias"]
@@ -445,13 +478,17 @@ F.mse_loss(out64, target.double()).backward()
 k_bias_64 = block64.self_attn.k_proj.bias.grad.norm().item()
 print(f"key-bias gradient norm: float32 {k_bias_32:.1e}, float64 {k_bias_64:.1e}")
 print(f"smallest other gradient norm (float32): {min(others):.1e}")
-claim("key-bias gradient / smallest other (float32)", k_bias_32 / min(others), below=1e-5)
+claim(
+    "key-bias gradient / smallest other (float32)", k_bias_32 / min(others), below=1e-5
+)
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
 claim("largest / smallest other gradient", max(others) / min(others), below=1e3)
 
 fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
 labels = list(grad_norms)
-colours = ["tab:red" if name == "self_attn.k_proj.bias" else "tab:blue" for name in labels]
+colours = [
+    "tab:red" if name == "self_attn.k_proj.bias" else "tab:blue" for name in labels
+]
 ax.barh(labels, list(grad_norms.values()), color=colours)
 ax.set_xscale("log")
 ax.invert_yaxis()
@@ -461,33 +498,36 @@ ax.tick_params(axis="y", labelsize=8)
 plt.show()
 
 # %%
-# Every bar but the key bias lies within a few orders of magnitude of the others; the key bias
-# (red) is rounding noise. Since its gradient is 0, the key bias never learns anything: it keeps
-# the values it started with.
+# Every bar but the key bias lies within a few orders of magnitude of the others; the
+# key bias (red) is rounding noise. Since its gradient is 0, the key bias never learns
+# anything: it keeps the values it started with.
 #
 # What to remember
 # ----------------
 #
-# - ``gradcheck`` compares autograd's Jacobian with central differences; ``gradgradcheck``
-#   does the same for the second derivative. Make parameters inputs with
-#   ``torch.func.functional_call``, and use ``fast_mode=True`` when the Jacobian is big.
-# - Check in float64: at gradcheck's default step, float32 rounding in the finite differences
-#   is far larger than its tolerance; float32 gets under it only in a narrow range of much
-#   larger steps, which depends on the function's curvature (the sweep above).
+# - ``gradcheck`` compares autograd's Jacobian with central differences;
+#   ``gradgradcheck`` does the same for the second derivative. Make parameters inputs
+#   with ``torch.func.functional_call``, and use ``fast_mode=True`` when the Jacobian is
+#   big.
+# - Check in float64: at gradcheck's default step, float32 rounding in the finite
+#   differences is far larger than its tolerance; float32 gets under it only in a narrow
+#   range of much larger steps, which depends on the function's curvature (the sweep
+#   above).
 # - Check deterministic functions: evaluation mode, or no dropout.
 # - A query that may attend to nothing gets output 0 and gradient 0 for itself, sends no
 #   gradient to any key or value, and everything else keeps finite gradients.
-# - ``-inf`` turns an empty row into NaN, and the NaN reaches the gradient of every value; a
-#   large finite fill makes the row uniform and sends gradient to keys that must stay hidden;
-#   the package fills with ``finfo.min`` and zeroes the blocked weights afterwards.
-# - Print the gradient norm of every parameter after a backward pass: a norm of (nearly) 0
-#   needs a reason, like the key bias, whose effect the softmax cancels.
+# - ``-inf`` turns an empty row into NaN, and the NaN reaches the gradient of every
+#   value; a large finite fill makes the row uniform and sends gradient to keys that
+#   must stay hidden; the package fills with ``finfo.min`` and zeroes the blocked
+#   weights afterwards.
+# - Print the gradient norm of every parameter after a backward pass: a norm of (nearly)
+#   0 needs a reason, like the key bias, whose effect the softmax cancels.
 #
 # API used on this page: :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :class:`attention.MultiHeadAttention` and :class:`attention.TransformerBlock`.
 #
-# Next: :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py` checks the modules against
-# PyTorch's own.
+# Next: :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py` checks the modules
+# against PyTorch's own.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -3,12 +3,12 @@ Testing against PyTorch
 =======================
 
 PyTorch ships its own ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` and
-``F.scaled_dot_product_attention``. They are the best test this package could ask for: load
-the same weights into both, feed both the same input, and every output must agree to rounding.
-This page does it for all three, in float32 and in float64, starting with the weight copy that
-seems obvious and silently leaves the biases behind, then with the package's ``from_torch``
-converters. It closes with a property test that lets ``hypothesis`` choose the shapes and the
-masks.
+``F.scaled_dot_product_attention``. They are the best test this package could ask for:
+load the same weights into both, feed both the same input, and every output must agree
+to rounding. This page does it for all three, in float32 and in float64, starting with
+the weight copy that seems obvious and silently leaves the biases behind, then with the
+package's ``from_torch`` converters. It closes with a property test that lets
+``hypothesis`` choose the shapes and the masks.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
 :ref:`sphx_glr_tutorials_05_masks.py` (the two mask polarities) and
@@ -24,7 +24,7 @@ from torch import nn
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -32,19 +32,23 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # A reference worth testing against
 # ---------------------------------
 #
-# The reference is an ``nn.MultiheadAttention`` with ``E = 16`` and ``H = 4``, batch first like
-# this package. A freshly built one is a weak reference, though: PyTorch starts all its biases
-# at zero, so comparing with it cannot catch a port that loses the biases (one that zeroes
-# them, say, or builds its projections with ``bias=False``): with zero biases, both agree.
+# The reference is an ``nn.MultiheadAttention`` with ``E = 16`` and ``H = 4``, batch
+# first like this package. A freshly built one is a weak reference, though: PyTorch
+# starts all its biases at zero, so comparing with it cannot catch a port that loses the
+# biases (one that zeroes them, say, or builds its projections with ``bias=False``):
+# with zero biases, both agree.
 
 E, H = 16, 4
 fresh = nn.MultiheadAttention(E, H, batch_first=True, device=device)
-print(f"largest |bias| of a fresh nn.MultiheadAttention: {fresh.in_proj_bias.abs().max().item()}")
+print(
+    "largest |bias| of a fresh nn.MultiheadAttention: "
+    f"{fresh.in_proj_bias.abs().max().item()}"
+)
 assert (fresh.in_proj_bias == 0).all() and (fresh.out_proj.bias == 0).all()
 
 # %%
-# So before any comparison every parameter gets random values, as training would give it: no
-# zero bias and no unit scale is left to hide a parameter that was not copied.
+# So before any comparison every parameter gets random values, as training would give
+# it: no zero bias and no unit scale is left to hide a parameter that was not copied.
 
 
 def randomize_(module):
@@ -60,15 +64,16 @@ for name, p in theirs.named_parameters():
     print(f"{name:18s} {tuple(p.shape)}")
 
 # %%
-# ``nn.MultiheadAttention`` packs the query, key and value projections into one ``(3E, E)``
-# matrix, ``in_proj_weight``, and their biases into one ``(3E,)`` vector, ``in_proj_bias``;
-# :class:`attention.MultiHeadAttention` has four separate ``nn.Linear`` layers.
+# ``nn.MultiheadAttention`` packs the query, key and value projections into one
+# ``(3E, E)`` matrix, ``in_proj_weight``, and their biases into one ``(3E,)`` vector,
+# ``in_proj_bias``; :class:`attention.MultiHeadAttention` has four separate
+# ``nn.Linear`` layers.
 #
 # Copying only the weights
 # ------------------------
 #
-# The obvious copy cuts ``in_proj_weight`` into three and copies ``out_proj.weight``, and stops
-# there: the biases are left behind.
+# The obvious copy cuts ``in_proj_weight`` into three and copies ``out_proj.weight``,
+# and stops there: the biases are left behind.
 
 from attention import MultiHeadAttention
 
@@ -85,21 +90,31 @@ with torch.no_grad():
 
 
 def compare(ours, theirs, x):
-    """Largest |difference| of the outputs and of the per-head weights, self-attention on x."""
+    """
+    Largest |difference| of the outputs and of the per-head weights, self-attention on
+    x.
+    """
     with torch.no_grad():
         out, weights = ours(x)  # (N, L, E), (N, H, L, L)
-        ref_out, ref_weights = theirs(x, x, x, need_weights=True, average_attn_weights=False)
-    return (out - ref_out).abs().max().item(), (weights - ref_weights).abs().max().item()
+        ref_out, ref_weights = theirs(
+            x, x, x, need_weights=True, average_attn_weights=False
+        )
+    return (out - ref_out).abs().max().item(), (
+        weights - ref_weights
+    ).abs().max().item()
 
 
 out_diff, weights_diff = compare(weights_only, theirs, x)
-print(f"weights only: output differs by up to {out_diff:.3f}, weights by up to {weights_diff:.3f}")
+print(
+    f"weights only: output differs by up to {out_diff:.3f}, weights by up to "
+    f"{weights_diff:.3f}"
+)
 claim("weights-only copy: output difference", out_diff, above=0.1)
 claim("weights-only copy: weights difference", weights_diff, above=0.01)
 
 # %%
-# The outputs differ by the amount printed above, far beyond rounding. Copying the biases one
-# at a time shows what each one does:
+# The outputs differ by the amount printed above, far beyond rounding. Copying the
+# biases one at a time shows what each one does:
 
 b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)  # 3 x (E,)
 missing = {
@@ -122,19 +137,20 @@ assert abs(progress["k_proj.bias"][0] - progress["q_proj.bias"][0]) < 1e-5  # no
 assert max(progress["out_proj.bias"]) < 1e-5
 
 # %%
-# Once the query bias is in, the weights agree; the key bias changes nothing beyond rounding; the
-# value and output biases close the gap in the output. The key bias is invisible because it adds
-# the same amount :math:`q \cdot b_K` to a query's score with every key, and the softmax ignores
-# a constant shift (:ref:`sphx_glr_tutorials_09_checking_gradients.py` shows its gradient is 0
-# too). No comparison of outputs can catch a forgotten key bias, so a converter is also tested
+# Once the query bias is in, the weights agree; the key bias changes nothing beyond
+# rounding; the value and output biases close the gap in the output. The key bias is
+# invisible because it adds the same amount :math:`q \cdot b_K` to a query's score with
+# every key, and the softmax ignores a constant shift
+# (:ref:`sphx_glr_tutorials_09_checking_gradients.py` shows its gradient is 0 too). No
+# comparison of outputs can catch a forgotten key bias, so a converter is also tested
 # parameter by parameter.
 #
 # ``from_torch``
 # --------------
 #
-# :meth:`attention.MultiHeadAttention.from_torch` copies everything, keeps the dtype, the
-# device, the dropout and the training mode, and refuses the options the package does not
-# have (separate key and value sizes, ``add_bias_kv``, ``add_zero_attn``):
+# :meth:`attention.MultiHeadAttention.from_torch` copies everything, keeps the dtype,
+# the device, the dropout and the training mode, and refuses the options the package
+# does not have (separate key and value sizes, ``add_bias_kv``, ``add_zero_attn``):
 #
 # .. literalinclude:: ../../attention/multi_head.py
 #    :language: python
@@ -158,9 +174,10 @@ assert len(equal) == len(ours_params) == 8
 
 # %%
 # Now the outputs, in float32 and in float64, with a mask. The test uses cross-attention
-# (``L = 5`` queries, ``S = 7`` keys) with a causal mask and padding. This package takes one
-# bool mask, ``True`` = may attend; ``nn.MultiheadAttention`` takes an ``attn_mask`` and a
-# ``key_padding_mask`` with ``True`` = blocked. :func:`attention.masks.to_torch_attn_mask` and
+# (``L = 5`` queries, ``S = 7`` keys) with a causal mask and padding. This package takes
+# one bool mask, ``True`` = may attend; ``nn.MultiheadAttention`` takes an ``attn_mask``
+# and a ``key_padding_mask`` with ``True`` = blocked.
+# :func:`attention.masks.to_torch_attn_mask` and
 # :func:`attention.masks.to_torch_key_padding_mask` convert.
 
 from attention import causal_mask, padding_mask
@@ -178,14 +195,21 @@ assert mask.any(-1).all()  # every query may attend to at least one key
 
 table = {}
 for dtype in (torch.float32, torch.float64):
-    torch_mha = randomize_(nn.MultiheadAttention(E, H, batch_first=True, dtype=dtype)).to(device)
+    torch_mha = randomize_(
+        nn.MultiheadAttention(E, H, batch_first=True, dtype=dtype)
+    ).to(device)
     our_mha = MultiHeadAttention.from_torch(torch_mha.eval())
     query = torch.randn(N, L, E, dtype=dtype, device=device)  # (N, L, E)
     memory = torch.randn(N, S, E, dtype=dtype, device=device)  # (N, S, E)
     with torch.no_grad():
         out, weights = our_mha(query, memory, mask=mask)  # (N, L, E), (N, H, L, S)
         ref_out, ref_weights = torch_mha(
-            query, memory, memory, **torch_masks, need_weights=True, average_attn_weights=False
+            query,
+            memory,
+            memory,
+            **torch_masks,
+            need_weights=True,
+            average_attn_weights=False,
         )
     table[("MultiHeadAttention", "output", dtype)] = (out - ref_out).abs().max().item()
     table[("MultiHeadAttention", "per-head weights", dtype)] = (
@@ -196,7 +220,9 @@ for dtype in (torch.float32, torch.float64):
 def print_table(table, module):
     print(f"{module + ':':20s} {'float32':>9s} {'float64':>9s}")
     for what in dict.fromkeys(w for m, w, _ in table if m == module):
-        diffs = [table[(module, what, dtype)] for dtype in (torch.float32, torch.float64)]
+        diffs = [
+            table[(module, what, dtype)] for dtype in (torch.float32, torch.float64)
+        ]
         print(f"  {what:18s} {diffs[0]:9.1e} {diffs[1]:9.1e}")
 
 
@@ -205,22 +231,28 @@ print_table(table, "MultiHeadAttention")
 # sphinx_gallery_start_ignore
 # float32: a few ulps of sums of E products of numbers of order 1 (eps = 1.2e-7).
 for (module, what, dtype), diff in table.items():
-    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (module, what, dtype, diff)
+    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (
+        module,
+        what,
+        dtype,
+        diff,
+    )
 # sphinx_gallery_end_ignore
 
 # %%
 # A float32 number carries about 7 significant digits and a float64 number about 16; the
-# differences printed above are at that level or below it (0 means the two modules did the
-# very same arithmetic).
+# differences printed above are at that level or below it (0 means the two modules did
+# the very same arithmetic).
 #
-# A query with no key left is where the two differ on purpose: this package
-# returns weights 0 for it, ``nn.MultiheadAttention`` (on the path that returns weights)
-# returns NaN. A test must leave such rows out of the comparison and check them on their own.
+# A query with no key left is where the two differ on purpose: this package returns
+# weights 0 for it, ``nn.MultiheadAttention`` (on the path that returns weights) returns
+# NaN. A test must leave such rows out of the comparison and check them on their own.
 
 empty = mask.clone()
 empty[0, :, 0] = False  # query 0 of sentence 0 may attend to nothing
 with torch.no_grad():
-    _, weights = our_mha(query, memory, mask=empty)  # the float64 pair from the loop above
+    # the float64 pair from the loop above
+    _, weights = our_mha(query, memory, mask=empty)
     _, ref_weights = torch_mha(
         query,
         memory,
@@ -237,12 +269,13 @@ assert (weights[0, :, 0] == 0).all() and ref_weights[0, :, 0].isnan().all()
 # The Transformer block
 # ---------------------
 #
-# :meth:`attention.TransformerBlock.from_torch` loads an ``nn.TransformerEncoderLayer`` (ReLU
-# activation) in the same way: the attention through ``MultiHeadAttention.from_torch``, then the
-# two linear layers and the two LayerNorms. Dropout is random, so the two are compared in
-# evaluation mode, in both norm orders. PyTorch documents a fused "fast path" that
-# ``nn.TransformerEncoderLayer`` may take in evaluation mode when autograd is off, so it is
-# called both ways: with autograd on, and under ``torch.no_grad()``.
+# :meth:`attention.TransformerBlock.from_torch` loads an ``nn.TransformerEncoderLayer``
+# (ReLU activation) in the same way: the attention through
+# ``MultiHeadAttention.from_torch``, then the two linear layers and the two LayerNorms.
+# Dropout is random, so the two are compared in evaluation mode, in both norm orders.
+# PyTorch documents a fused "fast path" that ``nn.TransformerEncoderLayer`` may take in
+# evaluation mode when autograd is off, so it is called both ways: with autograd on, and
+# under ``torch.no_grad()``.
 
 from attention import TransformerBlock
 
@@ -250,7 +283,12 @@ self_mask = causal_mask(L, device=device)  # (L, L)
 for dtype in (torch.float32, torch.float64):
     for norm_first in (False, True):
         layer = nn.TransformerEncoderLayer(
-            E, H, dim_feedforward=32, batch_first=True, norm_first=norm_first, dtype=dtype
+            E,
+            H,
+            dim_feedforward=32,
+            batch_first=True,
+            norm_first=norm_first,
+            dtype=dtype,
         )
         layer = randomize_(layer).to(device).eval()
         block = TransformerBlock.from_torch(layer)
@@ -259,7 +297,9 @@ for dtype in (torch.float32, torch.float64):
         order = "pre-LN" if norm_first else "post-LN"
         out, _ = block(tokens, self_mask)
         ref = layer(tokens, src_mask=src_mask)
-        table[("TransformerBlock", f"{order}, autograd", dtype)] = (out - ref).abs().max().item()
+        table[("TransformerBlock", f"{order}, autograd", dtype)] = (
+            (out - ref).abs().max().item()
+        )
         with torch.no_grad():
             ref_fast = layer(tokens, src_mask=src_mask)
         diff_fast = (out.detach() - ref_fast).abs().max().item()
@@ -268,18 +308,23 @@ print_table(table, "TransformerBlock")
 
 # sphinx_gallery_start_ignore
 for (module, what, dtype), diff in table.items():
-    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (module, what, dtype, diff)
+    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (
+        module,
+        what,
+        dtype,
+        diff,
+    )
 # sphinx_gallery_end_ignore
 
 # %%
 # The functional form
 # -------------------
 #
-# ``F.scaled_dot_product_attention`` uses this package's mask polarity (``True`` = may attend),
-# so the mask goes in as it is. The test picks sizes where mistakes would show: more keys than
-# queries (``L = 5``, ``S = 7``), values of a different size than the keys (``Dv = 3``,
-# ``D = 8``), batch and head dimensions in front, a scale that is not :math:`1/\sqrt{D}`, and a
-# random mask where every query keeps at least one key.
+# ``F.scaled_dot_product_attention`` uses this package's mask polarity (``True`` = may
+# attend), so the mask goes in as it is. The test picks sizes where mistakes would show:
+# more keys than queries (``L = 5``, ``S = 7``), values of a different size than the
+# keys (``Dv = 3``, ``D = 8``), batch and head dimensions in front, a scale that is not
+# :math:`1/\sqrt{D}`, and a random mask where every query keeps at least one key.
 
 import torch.nn.functional as F
 
@@ -292,7 +337,8 @@ for dtype in (torch.float32, torch.float64):
     v = torch.randn(N, H, S, 3, **like)  # (N, H, S, Dv)
     random_mask = torch.rand(N, H, L, S, device=device) < 0.6  # (N, H, L, S)
     random_mask[..., 0] = True  # every query keeps key 0
-    out, _ = scaled_dot_product_attention(q, k, v, random_mask, scale=0.3)  # (N, H, L, Dv)
+    # (N, H, L, Dv)
+    out, _ = scaled_dot_product_attention(q, k, v, random_mask, scale=0.3)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=random_mask, scale=0.3)
     table[("scaled_dot_product", "output", dtype)] = (out - ref).abs().max().item()
 print_table(table, "scaled_dot_product")
@@ -300,16 +346,22 @@ print_table(table, "scaled_dot_product")
 # sphinx_gallery_start_ignore
 assert out.shape == (N, H, L, 3)
 for (module, what, dtype), diff in table.items():
-    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (module, what, dtype, diff)
+    assert diff < (1e-5 if dtype == torch.float32 else 1e-12), (
+        module,
+        what,
+        dtype,
+        diff,
+    )
 # sphinx_gallery_end_ignore
 
 # %%
 # Every comparison at once
 # ------------------------
 #
-# Each difference divided by its dtype's machine epsilon (``torch.finfo(dtype).eps``: about
-# ``1.2e-7`` for float32, ``2.2e-16`` for float64) says how many units of rounding apart the
-# two results are. A real mistake, like the forgotten biases above, would be millions of units.
+# Each difference divided by its dtype's machine epsilon (``torch.finfo(dtype).eps``:
+# about ``1.2e-7`` for float32, ``2.2e-16`` for float64) says how many units of rounding
+# apart the two results are. A real mistake, like the forgotten biases above, would be
+# millions of units.
 
 import matplotlib.pyplot as plt
 
@@ -317,18 +369,26 @@ rows = list(dict.fromkeys((module, what) for module, what, _ in table))
 fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
 height = 0.38
 for i, dtype in enumerate((torch.float32, torch.float64)):
-    ulps = [table[(module, what, dtype)] / torch.finfo(dtype).eps for module, what in rows]
+    ulps = [
+        table[(module, what, dtype)] / torch.finfo(dtype).eps for module, what in rows
+    ]
     positions = [r + (i - 0.5) * height for r in range(len(rows))]
-    bars = ax.barh(positions, ulps, height=height, label=str(dtype).replace("torch.", ""))
+    bars = ax.barh(
+        positions, ulps, height=height, label=str(dtype).replace("torch.", "")
+    )
     ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
-ax.set_yticks(range(len(rows)), [f"{module}: {what}" for module, what in rows], fontsize=8)
+ax.set_yticks(
+    range(len(rows)), [f"{module}: {what}" for module, what in rows], fontsize=8
+)
 ax.invert_yaxis()
 ax.set_xlabel("largest |ours - PyTorch|, in units of the dtype's machine epsilon")
 ax.set_title("This package against PyTorch: same weights, same inputs")
 ax.legend()
 plt.show()
 
-largest_ulps = max(diff / torch.finfo(dtype).eps for (_, _, dtype), diff in table.items())
+largest_ulps = max(
+    diff / torch.finfo(dtype).eps for (_, _, dtype), diff in table.items()
+)
 forgotten_ulps = out_diff / torch.finfo(torch.float32).eps
 print(f"largest difference after from_torch: {largest_ulps:.1f} units of rounding")
 print(f"the weights-only copy at the top of the page: {forgotten_ulps:.1e} units")
@@ -336,29 +396,31 @@ claim("largest difference after from_torch (ulps)", largest_ulps, below=100)
 claim("weights-only copy (ulps)", forgotten_ulps, above=1e6)
 
 # %%
-# Every bar is a few units of rounding at most (the largest is printed above), in float32 as in
-# float64: the two implementations compute the same numbers, adding them in a different order
-# at most. The forgotten biases were off by millions of units.
+# Every bar is a few units of rounding at most (the largest is printed above), in
+# float32 as in float64: the two implementations compute the same numbers, adding them
+# in a different order at most. The forgotten biases were off by millions of units.
 #
 # Letting hypothesis choose the cases
 # -----------------------------------
 #
-# A handful of hand-picked shapes can miss the case that breaks: one query, one head, a mask
-# with an empty row. Besides comparisons on fixed cases like the ones above, the project's unit
-# tests (in ``tests/unit/`` of the repository) state *properties* and let ``hypothesis``
-# generate the cases, over batch sizes, lengths, heads and random masks, in float64: the
-# functional path matches ``F.scaled_dot_product_attention``, every row of weights sums to 1 or
-# is all 0, causal attention never looks ahead, permuting keys and values together changes
-# nothing. Here is a self-contained property of that kind, for ``from_torch``: for any batch
-# size, lengths, number of heads, head size and per-head mask, our module matches
-# ``nn.MultiheadAttention`` on every query row that has a key to attend to, and gives weights 0
-# on the others. It is sized for a page:
+# A handful of hand-picked shapes can miss the case that breaks: one query, one head, a
+# mask with an empty row. Besides comparisons on fixed cases like the ones above, the
+# project's unit tests (in ``tests/unit/`` of the repository) state *properties* and let
+# ``hypothesis`` generate the cases, over batch sizes, lengths, heads and random masks,
+# in float64: the functional path matches ``F.scaled_dot_product_attention``, every row
+# of weights sums to 1 or is all 0, causal attention never looks ahead, permuting keys
+# and values together changes nothing. Here is a self-contained property of that kind,
+# for ``from_torch``: for any batch size, lengths, number of heads, head size and
+# per-head mask, our module matches ``nn.MultiheadAttention`` on every query row that
+# has a key to attend to, and gives weights 0 on the others. It is sized for a page:
 #
 # - ``max_examples=30`` cases (a test suite can afford more);
-# - ``derandomize=True`` draws the same cases on every run, so the page prints the same output;
-# - ``database=None`` stops hypothesis from saving failures into a folder next to the script;
-# - ``deadline=None`` turns off the per-case time limit (200 ms by default), which a slow
-#   machine could exceed;
+# - ``derandomize=True`` draws the same cases on every run, so the page prints the same
+#   output;
+# - ``database=None`` stops hypothesis from saving failures into a folder next to the
+#   script;
+# - ``deadline=None`` turns off the per-case time limit (200 ms by default), which a
+#   slow machine could exceed;
 # - ``phases=(Phase.generate, Phase.shrink)`` skips the slower phases that replay saved
 #   failures and explain which arguments matter.
 
@@ -367,8 +429,8 @@ from hypothesis import strategies as st
 
 cases = []
 
-# sphinx_gallery_start_ignore
-# hypothesis caches data in ./.hypothesis; while the site builds, keep it out of the sources.
+# sphinx_gallery_start_ignore hypothesis caches data in ./.hypothesis; while the site
+# builds, keep it out of the sources.
 import tempfile
 
 from hypothesis.configuration import set_hypothesis_home_dir
@@ -379,7 +441,9 @@ set_hypothesis_home_dir(hypothesis_home.name)
 
 
 def matches_torch(convert):
-    """The property, for a function ``convert`` that turns an nn.MultiheadAttention into ours."""
+    """The property, for a function ``convert`` that turns an nn.MultiheadAttention into
+    ours.
+    """
 
     @settings(
         max_examples=30,
@@ -399,9 +463,13 @@ def matches_torch(convert):
     )
     def check(N, L, S, H, D, data):
         E = H * D
-        bits = data.draw(st.lists(st.booleans(), min_size=N * H * L * S, max_size=N * H * L * S))
+        bits = data.draw(
+            st.lists(st.booleans(), min_size=N * H * L * S, max_size=N * H * L * S)
+        )
         mask = torch.tensor(bits, device=device).view(N, H, L, S)  # (N, H, L, S)
-        theirs = randomize_(nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64))
+        theirs = randomize_(
+            nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
+        )
         theirs = theirs.to(device).eval()
         ours = convert(theirs)
         query = torch.randn(N, L, E, dtype=torch.float64, device=device)  # (N, L, E)
@@ -416,11 +484,14 @@ def matches_torch(convert):
                 need_weights=True,
                 average_attn_weights=False,
             )
-        has_key = mask.any(-1)  # (N, H, L): this head of this query may attend to something
+        # (N, H, L): this head of this query may attend to something
+        has_key = mask.any(-1)
         full_rows = has_key.all(1)  # (N, L): every head of this query may
         cases.append((N, L, S, H, E, int((~has_key).sum())))
         assert out.isfinite().all() and (weights[~has_key] == 0).all()
-        assert torch.allclose(weights[has_key], ref_weights[has_key], rtol=0, atol=1e-12)
+        assert torch.allclose(
+            weights[has_key], ref_weights[has_key], rtol=0, atol=1e-12
+        )
         assert torch.allclose(out[full_rows], ref_out[full_rows], rtol=0, atol=1e-12)
 
     return check
@@ -432,17 +503,21 @@ for i, name in enumerate("NLSHE"):
     column = [case[i] for case in cases]
     print(f"  {name} from {min(column)} to {max(column)}")
 with_empty = sum(1 for case in cases if case[-1] > 0)
-print(f"  {with_empty} of them with at least one empty row (query and head with no key)")
+print(
+    f"  {with_empty} of them with at least one empty row (query and head with no key)"
+)
 assert len(cases) == 30 and with_empty > 0
 
 # %%
 # The same property catches the weights-only copy from the top of the page. When a case
-# fails, hypothesis *shrinks* it: it retries smaller and simpler inputs until it finds the
-# smallest that still fails, and reports that one:
+# fails, hypothesis *shrinks* it: it retries smaller and simpler inputs until it finds
+# the smallest that still fails, and reports that one:
 
 
 def copy_weights_only(torch_mha):
-    ours = MultiHeadAttention(torch_mha.embed_dim, torch_mha.num_heads, dtype=torch.float64)
+    ours = MultiHeadAttention(
+        torch_mha.embed_dim, torch_mha.num_heads, dtype=torch.float64
+    )
     ours = ours.to(device)
     with torch.no_grad():
         projections = (ours.q_proj, ours.k_proj, ours.v_proj)
@@ -461,7 +536,8 @@ else:
     raise AssertionError("the weights-only copy should fail the property")
 smallest = cases[-1]  # hypothesis runs the shrunk case last, to report it
 print(
-    f"cases tried, shrinking included: {len(cases)}; the last one: N, L, S, H, E = {smallest[:5]}"
+    f"cases tried, shrinking included: {len(cases)}; the last one: N, L, S, H, E = "
+    f"{smallest[:5]}"
 )
 assert smallest[:5] == (1, 1, 1, 1, 1)
 # sphinx_gallery_start_ignore
@@ -470,32 +546,34 @@ hypothesis_home.cleanup()
 # sphinx_gallery_end_ignore
 
 # %%
-# The smallest failing case is as simple as attention gets: one sequence, one query, one key,
-# one head of size 1, and a mask that allows it. A failure that small is easy to debug.
+# The smallest failing case is as simple as attention gets: one sequence, one query, one
+# key, one head of size 1, and a mask that allows it. A failure that small is easy to
+# debug.
 #
 # What to remember
 # ----------------
 #
-# - Test against a reference whose parameters are all random: PyTorch initialises biases to
-#   zero, and a zero bias hides a copy that forgot it.
-# - ``nn.MultiheadAttention`` packs ``W_Q, W_K, W_V`` into ``in_proj_weight`` and their biases
-#   into ``in_proj_bias``; the biases must be copied too, and the key bias has no effect on the
-#   output, so compare parameters as well as outputs.
-# - ``from_torch`` copies every weight and bias; after it the outputs and per-head weights
-#   agree with PyTorch's to a few units of rounding, in float32 and in float64.
+# - Test against a reference whose parameters are all random: PyTorch initialises biases
+#   to zero, and a zero bias hides a copy that forgot it.
+# - ``nn.MultiheadAttention`` packs ``W_Q, W_K, W_V`` into ``in_proj_weight`` and their
+#   biases into ``in_proj_bias``; the biases must be copied too, and the key bias has no
+#   effect on the output, so compare parameters as well as outputs.
+# - ``from_torch`` copies every weight and bias; after it the outputs and per-head
+#   weights agree with PyTorch's to a few units of rounding, in float32 and in float64.
 # - Convert masks with :mod:`attention.masks`: PyTorch's modules block where the mask is
 #   ``True``, this package attends there; ``F.scaled_dot_product_attention`` shares this
 #   package's polarity.
-# - A query with no key left gives weights 0 here and NaN in ``nn.MultiheadAttention``: leave
-#   such rows out of the comparison and check them separately.
-# - Property tests (hypothesis) state what must hold for *every* shape and mask, find the case
-#   that breaks it, and shrink it to the smallest one.
+# - A query with no key left gives weights 0 here and NaN in ``nn.MultiheadAttention``:
+#   leave such rows out of the comparison and check them separately.
+# - Property tests (hypothesis) state what must hold for *every* shape and mask, find
+#   the case that breaks it, and shrink it to the smallest one.
 #
 # API used on this page: :class:`attention.MultiHeadAttention` and
-# :meth:`attention.MultiHeadAttention.from_torch`, :class:`attention.TransformerBlock` and
-# :meth:`attention.TransformerBlock.from_torch`, :func:`attention.scaled_dot_product_attention`,
-# :func:`attention.causal_mask`, :func:`attention.padding_mask`,
-# :func:`attention.masks.to_torch_attn_mask` and :func:`attention.masks.to_torch_key_padding_mask`.
+# :meth:`attention.MultiHeadAttention.from_torch`, :class:`attention.TransformerBlock`
+# and :meth:`attention.TransformerBlock.from_torch`,
+# :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask`,
+# :func:`attention.padding_mask`, :func:`attention.masks.to_torch_attn_mask` and
+# :func:`attention.masks.to_torch_key_padding_mask`.
 #
 # Next: :ref:`sphx_glr_tutorials_11_classifier.py` trains a small attention classifier.
 

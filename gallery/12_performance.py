@@ -5,21 +5,22 @@ Performance: timing attention on the CPU and the GPU
 The earlier pages made attention correct; this one measures how fast it runs and why. It
 times what packing the three input projections into one matrix buys, finds out which of
 PyTorch's attention kernels runs on which device, measures the cost of asking for the
-attention weights, and checks how much accuracy lower-precision arithmetic gives up. It starts
-with how to time code so that the numbers mean something, on a GPU in particular.
+attention weights, and checks how much accuracy lower-precision arithmetic gives up. It
+starts with how to time code so that the numbers mean something, on a GPU in particular.
 
-Every time on the page was measured when the page ran, on the device printed below. The site
-is built on a CPU-only machine, so there the GPU-specific steps say so and time the CPU
-instead; run the page on a machine with a CUDA GPU to see them on the GPU. The page assumes
-:ref:`sphx_glr_tutorials_04_multi_head.py`; the full benchmark behind it is ``make bench``.
+Every time on the page was measured when the page ran, on the device printed below. The
+site is built on a CPU-only machine, so there the GPU-specific steps say so and time the
+CPU instead; run the page on a machine with a CUDA GPU to see them on the GPU. The page
+assumes :ref:`sphx_glr_tutorials_04_multi_head.py`; the full benchmark behind it is
+``make bench``.
 """
 
 # %%
 # The device, once
 # ----------------
 #
-# Every measurement below runs on ``device``. A timing means nothing without what it ran on, so
-# the page prints that first.
+# Every measurement below runs on ``device``. A timing means nothing without what it ran
+# on, so the page prints that first.
 
 import platform
 
@@ -27,14 +28,17 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 if device.type == "cuda":
     device_name = torch.cuda.get_device_name(device)
 else:
     device_name = f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
     print("no CUDA GPU here: every time on this page is measured on the CPU")
-print(f"timing on {device} ({device_name}), torch {torch.__version__}, float32 unless stated")
+print(
+    f"timing on {device} ({device_name}), torch {torch.__version__}, float32 unless "
+    "stated"
+)
 
 # %%
 # Timing done right
@@ -42,20 +46,22 @@ print(f"timing on {device} ({device_name}), torch {torch.__version__}, float32 u
 #
 # Four things go wrong when timing PyTorch code with a stopwatch around one call:
 #
-# 1. **Warm-up.** The first call pays one-off costs: memory allocation, choosing a kernel,
-#    filling caches (and, on a GPU, initialising CUDA). Time later calls.
-# 2. **Synchronisation.** A GPU runs asynchronously: a call returns as soon as its kernels are
-#    queued. Timing from the CPU without ``torch.cuda.synchronize()`` measures the queueing.
-#    CUDA *events* recorded on the GPU's own timeline measure the kernels themselves.
-# 3. **Noise.** Other programs, frequency changes and the memory system make each run differ.
-#    Repeat, and report the **median**, which one slow outlier cannot move.
-# 4. **Scale.** A time alone says little. Divide the number of floating-point operations by it
-#    (FLOP/s) and compare with what a large matrix product reaches on the same device.
+# 1. **Warm-up.** The first call pays one-off costs: memory allocation, choosing a
+#    kernel, filling caches (and, on a GPU, initialising CUDA). Time later calls.
+# 2. **Synchronisation.** A GPU runs asynchronously: a call returns as soon as its
+#    kernels are queued. Timing from the CPU without ``torch.cuda.synchronize()``
+#    measures the queueing. CUDA *events* recorded on the GPU's own timeline measure the
+#    kernels themselves.
+# 3. **Noise.** Other programs, frequency changes and the memory system make each run
+#    differ. Repeat, and report the **median**, which one slow outlier cannot move.
+# 4. **Scale.** A time alone says little. Divide the number of floating-point operations
+#    by it (FLOP/s) and compare with what a large matrix product reaches on the same
+#    device.
 #
 # On the CPU, ``torch.utils.benchmark.Timer`` takes care of the first three: its
-# ``blocked_autorange`` warms up, then runs the code in blocks long enough for the clock and
-# returns every block's time. On a GPU the helper below records a pair of CUDA events around
-# each call and synchronises once at the end.
+# ``blocked_autorange`` warms up, then runs the code in blocks long enough for the clock
+# and returns every block's time. On a GPU the helper below records a pair of CUDA
+# events around each call and synchronises once at the end.
 
 import statistics
 
@@ -73,7 +79,9 @@ def cuda_median_ms(fn, *args, warmup=3, reps=20):
         fn(*args)
         end.record()
     torch.cuda.synchronize()  # wait until every event has happened
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return statistics.median(
+        s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)
+    )
 
 
 def median_ms(fn, *args, min_run_time=0.2):
@@ -81,14 +89,17 @@ def median_ms(fn, *args, min_run_time=0.2):
     if device.type == "cuda":
         return cuda_median_ms(fn, *args)
     timer = benchmark.Timer(
-        "fn(*args)", globals={"fn": fn, "args": args}, num_threads=torch.get_num_threads()
+        "fn(*args)",
+        globals={"fn": fn, "args": args},
+        num_threads=torch.get_num_threads(),
     )
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
 # %%
-# Here is the first pitfall on a matrix product: the first call against the median of many.
-# On a GPU a second line shows the second pitfall, a stopwatch that does not wait for the GPU.
+# Here is the first pitfall on a matrix product: the first call against the median of
+# many. On a GPU a second line shows the second pitfall, a stopwatch that does not wait
+# for the GPU.
 
 import time
 
@@ -103,26 +114,34 @@ if device.type == "cuda":
     torch.cuda.synchronize()
 first_ms = (time.perf_counter() - start) * 1e3
 matmul_ms = median_ms(torch.matmul, a, b)
-print(f"({n}, {n}) @ ({n}, {n}): first call {first_ms:.2f} ms, median {matmul_ms:.2f} ms")
+print(
+    f"({n}, {n}) @ ({n}, {n}): first call {first_ms:.2f} ms, median {matmul_ms:.2f} ms"
+)
 
 if device.type == "cuda":
     start = time.perf_counter()
     _ = a @ b  # returns once the kernel is queued
     unsynced_ms = (time.perf_counter() - start) * 1e3
     torch.cuda.synchronize()
-    print(f"the same product timed without synchronising: {unsynced_ms:.3f} ms (the queueing)")
+    print(
+        f"the same product timed without synchronising: {unsynced_ms:.3f} ms (the "
+        "queueing)"
+    )
 else:
-    print("on the CPU a call returns when its work is done: there is nothing to synchronise")
+    print(
+        "on the CPU a call returns when its work is done: there is nothing to "
+        "synchronise"
+    )
 
 matmul_gflops = 2 * n**3 / (matmul_ms * 1e-3) / 1e9
 print(f"{2 * n**3 / 1e9:.1f} GFLOP in {matmul_ms:.2f} ms: {matmul_gflops:.0f} GFLOP/s")
 
 # %%
 # The last line is this device's matmul rate: a roof that the code below can be compared
-# with. A product of two (n, n) matrices costs :math:`2n^3` operations (a multiply and an add for
-# each of the :math:`n` terms of each of the :math:`n^2` entries). Attention counts the same way:
-# :math:`QK^\top` and the weighted sum of the values each cost :math:`2LSD` per head, so a forward
-# pass costs
+# with. A product of two (n, n) matrices costs :math:`2n^3` operations (a multiply and
+# an add for each of the :math:`n` terms of each of the :math:`n^2` entries). Attention
+# counts the same way: :math:`QK^\top` and the weighted sum of the values each cost
+# :math:`2LSD` per head, so a forward pass costs
 #
 # .. math::
 #
@@ -134,12 +153,12 @@ print(f"{2 * n**3 / 1e9:.1f} GFLOP in {matmul_ms:.2f} ms: {matmul_gflops:.0f} GF
 # ---------------------------
 #
 # :class:`attention.MultiHeadAttention` projects the queries, keys and values with three
-# :math:`(E, E)` matrices; :class:`attention.FusedMultiHeadAttention` stacks them into one
-# :math:`(3E, E)` matrix, ``qkv_proj``, and makes one call for self-attention. It is a subclass
-# of :class:`attention.MultiHeadAttention` that writes again only what fusing changes: the
-# projection step, and the attention call, which goes to PyTorch's fused kernel when the
-# weights are not needed (the constructor and ``from_torch`` hooks that create and load
-# ``qkv_proj`` are in the same file):
+# :math:`(E, E)` matrices; :class:`attention.FusedMultiHeadAttention` stacks them into
+# one :math:`(3E, E)` matrix, ``qkv_proj``, and makes one call for self-attention. It is
+# a subclass of :class:`attention.MultiHeadAttention` that writes again only what fusing
+# changes: the projection step, and the attention call, which goes to PyTorch's fused
+# kernel when the weights are not needed (the constructor and ``from_torch`` hooks that
+# create and load ``qkv_proj`` are in the same file):
 #
 # .. literalinclude:: ../../attention/fused.py
 #    :language: python
@@ -149,7 +168,8 @@ print(f"{2 * n**3 / 1e9:.1f} GFLOP in {matmul_ms:.2f} ms: {matmul_gflops:.0f} GF
 #    :language: python
 #    :pyobject: FusedMultiHeadAttention._attend
 #
-# The two modules below hold the same weights, copied from one ``nn.MultiheadAttention``.
+# The two modules below hold the same weights, copied from one
+# ``nn.MultiheadAttention``.
 
 from torch import nn
 
@@ -178,34 +198,40 @@ with torch.inference_mode():
 projection_gflop = 3 * 2 * N * L * E * E / 1e9
 print(f"q, k, v projections, {projection_gflop:.1f} GFLOP on (N, L, E) = {(N, L, E)}:")
 print(
-    f"  three (E, E) matmuls: {three_ms:6.2f} ms ({projection_gflop / three_ms * 1e3:4.0f} GFLOP/s)"
+    f"  three (E, E) matmuls: {three_ms:6.2f} ms "
+    f"({projection_gflop / three_ms * 1e3:4.0f} GFLOP/s)"
 )
-print(f"  one (3E, E) matmul:   {one_ms:6.2f} ms ({projection_gflop / one_ms * 1e3:4.0f} GFLOP/s)")
+print(
+    f"  one (3E, E) matmul:   {one_ms:6.2f} ms ({projection_gflop / one_ms * 1e3:4.0f} "
+    "GFLOP/s)"
+)
 print(f"  one / three: {one_ms / three_ms:.2f}")
 
 # %%
-# The arithmetic is identical; what changes is one call reading ``x`` once instead of three
-# calls reading it three times, and one larger product instead of three smaller ones. The
-# ratio printed above is what that is worth on this device at this size.
+# The arithmetic is identical; what changes is one call reading ``x`` once instead of
+# three calls reading it three times, and one larger product instead of three smaller
+# ones. The ratio printed above is what that is worth on this device at this size.
 #
 # Which attention kernel runs where
 # ---------------------------------
 #
-# ``F.scaled_dot_product_attention`` is one function with several implementations, called
-# backends: ``MATH`` (the formula written with ordinary operations, runs everywhere),
-# ``FLASH_ATTENTION`` (the online softmax of :ref:`sphx_glr_tutorials_13_memory_efficient.py`,
-# on the CPU and on recent NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for
-# GPUs) and ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). By default PyTorch takes, in a fixed
-# order of preference, the first one that supports the device, dtype and shapes; the context
-# manager ``torch.nn.attention.sdpa_kernel`` restricts the choice, and the call raises an error
-# when nothing allowed can run.
+# ``F.scaled_dot_product_attention`` is one function with several implementations,
+# called backends: ``MATH`` (the formula written with ordinary operations, runs
+# everywhere), ``FLASH_ATTENTION`` (the online softmax of
+# :ref:`sphx_glr_tutorials_13_memory_efficient.py`, on the CPU and on recent NVIDIA
+# GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
+# ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). By default PyTorch takes, in a fixed
+# order of preference, the first one that supports the device, dtype and shapes; the
+# context manager ``torch.nn.attention.sdpa_kernel`` restricts the choice, and the call
+# raises an error when nothing allowed can run.
 
 import warnings
 
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-q, k, v = (torch.randn(N, H, L, E // H, device=device) for _ in range(3))  # (N, H, L, D)
+# (N, H, L, D)
+q, k, v = (torch.randn(N, H, L, E // H, device=device) for _ in range(3))
 backends = [
     SDPBackend.MATH,
     SDPBackend.FLASH_ATTENTION,
@@ -219,44 +245,62 @@ with torch.inference_mode():
     for backend in backends:
         try:
             with sdpa_kernel(backend), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch explains each refusal in a warning
+                # torch explains each refusal in a warning
+                warnings.simplefilter("ignore")
                 outputs[backend.name] = F.scaled_dot_product_attention(q, k, v)
-                backend_ms[backend.name] = median_ms(F.scaled_dot_product_attention, q, k, v)
+                backend_ms[backend.name] = median_ms(
+                    F.scaled_dot_product_attention, q, k, v
+                )
         except RuntimeError:
             print(f"{backend.name:>19}: cannot run here")
             continue
         rate = attention_gflop / backend_ms[backend.name] * 1e3
-        print(f"{backend.name:>19}: {backend_ms[backend.name]:6.2f} ms ({rate:4.0f} GFLOP/s)")
+        print(
+            f"{backend.name:>19}: {backend_ms[backend.name]:6.2f} ms ({rate:4.0f} "
+            "GFLOP/s)"
+        )
 
 chosen = [name for name, out in outputs.items() if torch.equal(out, default_out)]
-print(f"the default's output is bit for bit the output of: {', '.join(chosen) or 'none'}")
+print(
+    f"the default's output is bit for bit the output of: {', '.join(chosen) or 'none'}"
+)
 for name, out in outputs.items():
     if name != "MATH":
-        print(f"{name:>19} vs MATH: largest difference {(out - outputs['MATH']).abs().max():.1e}")
+        print(
+            f"{name:>19} vs MATH: largest difference "
+            f"{(out - outputs['MATH']).abs().max():.1e}"
+        )
 
 # sphinx_gallery_start_ignore
 assert "MATH" in outputs
-assert device.type == "cuda" or ("FLASH_ATTENTION" in outputs and chosen == ["FLASH_ATTENTION"])
+assert device.type == "cuda" or (
+    "FLASH_ATTENTION" in outputs and chosen == ["FLASH_ATTENTION"]
+)
 for out in outputs.values():
     assert torch.allclose(out, outputs["MATH"], atol=1e-4)
 # sphinx_gallery_end_ignore
 
 # %%
-# The lines above list which backends run on this device and which one the default picked
-# (the backend whose output is identical to the default's, bit for bit). The backends agree to
-# float32 rounding, not exactly: each adds the same numbers in a different order.
+# The lines above list which backends run on this device and which one the default
+# picked (the backend whose output is identical to the default's, bit for bit). The
+# backends agree to float32 rounding, not exactly: each adds the same numbers in a
+# different order.
 #
 # The cost of ``need_weights=True``
 # ---------------------------------
 #
-# A fused kernel never builds the :math:`(N, H, L, S)` weights, so it cannot return them.
-# Asking for them (``need_weights=True``, the default of both ``nn.MultiheadAttention`` and
-# the modules of this package) switches to a path that materialises them. For
-# :class:`attention.FusedMultiHeadAttention` that is :func:`attention.scaled_dot_product_attention`;
-# ``nn.MultiheadAttention`` also averages them over the heads unless told otherwise.
+# A fused kernel never builds the :math:`(N, H, L, S)` weights, so it cannot return
+# them. Asking for them (``need_weights=True``, the default of both
+# ``nn.MultiheadAttention`` and the modules of this package) switches to a path that
+# materialises them. For :class:`attention.FusedMultiHeadAttention` that is
+# :func:`attention.scaled_dot_product_attention`; ``nn.MultiheadAttention`` also
+# averages them over the heads unless told otherwise.
 
 weights_mib = N * H * L * L * 4 / 2**20
-print(f"the weights of one call: (N, H, L, L) = {(N, H, L, L)} floats, {weights_mib:.0f} MiB")
+print(
+    f"the weights of one call: (N, H, L, L) = {(N, H, L, L)} floats, {weights_mib:.0f} "
+    "MiB"
+)
 
 calls = {
     "Fused, need_weights=False": lambda x: fused(x, need_weights=False),
@@ -283,7 +327,9 @@ import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="constrained")
 names = list(module_ms)
-bars = ax.barh(names, [module_ms[name] for name in names], color=["tab:green", "tab:red"] * 2)
+bars = ax.barh(
+    names, [module_ms[name] for name in names], color=["tab:green", "tab:red"] * 2
+)
 _ = ax.bar_label(bars, fmt="%.1f ms", padding=3)
 ax.invert_yaxis()
 ax.margins(x=0.2)
@@ -291,27 +337,29 @@ ax.set_xlabel("median time per call (ms)")
 _ = ax.set_title(f"One call of multi-head attention, on {device}")
 
 # %%
-# With ``need_weights=True`` every call must return the weights whose size is printed above,
-# so they are written to memory in full. :class:`attention.FusedMultiHeadAttention` with
-# ``False`` runs the fused kernel, which keeps one block of scores at a time;
-# ``nn.MultiheadAttention`` with ``False`` skips returning them, though its own inference path
-# may still build them inside. The green bars are the calls to use whenever the weights are not
-# needed (training, inference); the red ones are for looking at attention, as
+# With ``need_weights=True`` every call must return the weights whose size is printed
+# above, so they are written to memory in full.
+# :class:`attention.FusedMultiHeadAttention` with ``False`` runs the fused kernel, which
+# keeps one block of scores at a time; ``nn.MultiheadAttention`` with ``False`` skips
+# returning them, though its own inference path may still build them inside. The green
+# bars are the calls to use whenever the weights are not needed (training, inference);
+# the red ones are for looking at attention, as
 # :ref:`sphx_glr_tutorials_08_visualising_attention.py` does.
 #
 # Lower precision: bfloat16 and float16
 # -------------------------------------
 #
-# Matrix units compute faster in 16-bit formats. ``torch.autocast`` runs the matrix products of
-# a region in a lower precision while keeping the parameters in float32. bfloat16 keeps
-# float32's range with 8 bits of mantissa (about 3 significant digits); float16 has 11 bits of
-# mantissa but a range that ends at 65504. On the CPU the page tries bfloat16, the format that
-# CPU matrix units support; on a GPU, both. The error is measured against the same module and
-# input in float64.
+# Matrix units compute faster in 16-bit formats. ``torch.autocast`` runs the matrix
+# products of a region in a lower precision while keeping the parameters in float32.
+# bfloat16 keeps float32's range with 8 bits of mantissa (about 3 significant digits);
+# float16 has 11 bits of mantissa but a range that ends at 65504. On the CPU the page
+# tries bfloat16, the format that CPU matrix units support; on a GPU, both. The error is
+# measured against the same module and input in float64.
 
 reference_module = FusedMultiHeadAttention.from_torch(torch_mha).double()
 with torch.inference_mode():
-    expected = reference_module(x.double(), need_weights=False)[0]  # (N, L, E) in float64
+    # (N, L, E) in float64
+    expected = reference_module(x.double(), need_weights=False)[0]
 
 precisions = [torch.float32, torch.bfloat16]
 if device.type == "cuda":
@@ -327,38 +375,56 @@ for dtype in precisions:
     with torch.inference_mode():
         out = run(x)
         ms = median_ms(run, x)
-    errors[dtype] = ((out.double() - expected).abs().max() / expected.abs().max()).item()
-    label = "float32" if dtype == torch.float32 else f"autocast {str(dtype).split('.')[-1]}"
+    errors[dtype] = (
+        (out.double() - expected).abs().max() / expected.abs().max()
+    ).item()
+    label = (
+        "float32" if dtype == torch.float32 else f"autocast {str(dtype).split('.')[-1]}"
+    )
     print(f"  {label:>17}: {ms:6.2f} ms, output {out.dtype}, error {errors[dtype]:.1e}")
 
 # sphinx_gallery_start_ignore
 claim("float32 error", errors[torch.float32], below=1e-5)
-claim("autocast, smallest error", min(errors[dtype] for dtype in precisions[1:]), above=1e-4)
-claim("autocast, largest error", max(errors[dtype] for dtype in precisions[1:]), below=5e-2)
+claim(
+    "autocast, smallest error",
+    min(errors[dtype] for dtype in precisions[1:]),
+    above=1e-4,
+)
+claim(
+    "autocast, largest error",
+    max(errors[dtype] for dtype in precisions[1:]),
+    below=5e-2,
+)
 # sphinx_gallery_end_ignore
 
 # %%
-# The error column is the largest difference from float64, relative to the largest output:
-# float32 agrees to 5 digits or more, the 16-bit formats measured here (bfloat16 on a CPU,
-# float16 as well on a GPU) to about 2 or 3 (the values printed above). That is the usual
-# trade for training and inference, not for checking a model against a reference, which this
-# site does in float64. Whether the 16-bit formats are also faster depends on the hardware:
-# the times above say what they are on this one.
+# The error column is the largest difference from float64, relative to the largest
+# output: float32 agrees to 5 digits or more, the 16-bit formats measured here (bfloat16
+# on a CPU, float16 as well on a GPU) to about 2 or 3 (the values printed above). That
+# is the usual trade for training and inference, not for checking a model against a
+# reference, which this site does in float64. Whether the 16-bit formats are also faster
+# depends on the hardware: the times above say what they are on this one.
 #
 # Recorded results on a GPU
 # -------------------------
 #
-# ``python -m benchmarks --gpu`` measures attention on a CUDA GPU in bfloat16 and float16 up to
-# L = 16384, with CUDA events as above, and records each row with the device, the torch version
-# and the date in ``benchmarks/results/gpu-<date>.csv``. Rates use FlashAttention-2's count:
-# :math:`4NHLSD` for the forward pass, halved when causal. When such a file is in this checkout,
-# the newest one is plotted here; the page's own measurements above are unaffected by it.
+# ``python -m benchmarks --gpu`` measures attention on a CUDA GPU in bfloat16 and
+# float16 up to L = 16384, with CUDA events as above, and records each row with the
+# device, the torch version and the date in ``benchmarks/results/gpu-<date>.csv``. Rates
+# use FlashAttention-2's count: :math:`4NHLSD` for the forward pass, halved when causal.
+# When such a file is in this checkout, the newest one is plotted here; the page's own
+# measurements above are unaffected by it.
 
 import csv
 from pathlib import Path
 
-folders = [Path.cwd() / "benchmarks" / "results", Path.cwd().parent / "benchmarks" / "results"]
-recorded = sorted(p for folder in folders if folder.is_dir() for p in folder.glob("gpu-2*.csv"))
+folders = [
+    Path.cwd() / "benchmarks" / "results",
+    Path.cwd().parent / "benchmarks" / "results",
+]
+recorded = sorted(
+    p for folder in folders if folder.is_dir() for p in folder.glob("gpu-2*.csv")
+)
 rows = []
 if recorded:
     with open(recorded[-1], newline="") as f:
@@ -396,28 +462,33 @@ if rows:
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
-    print("no recorded GPU results in benchmarks/results/ of this checkout: nothing to plot")
+    print(
+        "no recorded GPU results in benchmarks/results/ of this checkout: nothing to "
+        "plot"
+    )
 
 # %%
 # What to remember
 # ----------------
 #
-# - Time after a warm-up, synchronise a GPU (or time it with CUDA events), repeat and take the
-#   median; print the device and versions with every number, and divide the work by the time to
-#   compare with what the hardware's matmul reaches.
-# - One :math:`(3E, E)` projection does the work of three :math:`(E, E)` ones in one call.
-# - ``F.scaled_dot_product_attention`` picks among several kernels; ``sdpa_kernel`` shows which
-#   exist on a device. Only the ``MATH`` path materialises the weights.
-# - ``need_weights=True`` costs a full :math:`(N, H, L, S)` tensor per call: ask for it only to
-#   look at the weights.
-# - Autocast to bfloat16 (or float16 on a GPU) trades digits of accuracy (the errors printed
-#   above) for speed where the hardware has 16-bit matrix units.
+# - Time after a warm-up, synchronise a GPU (or time it with CUDA events), repeat and
+#   take the median; print the device and versions with every number, and divide the
+#   work by the time to compare with what the hardware's matmul reaches.
+# - One :math:`(3E, E)` projection does the work of three :math:`(E, E)` ones in one
+#   call.
+# - ``F.scaled_dot_product_attention`` picks among several kernels; ``sdpa_kernel``
+#   shows which exist on a device. Only the ``MATH`` path materialises the weights.
+# - ``need_weights=True`` costs a full :math:`(N, H, L, S)` tensor per call: ask for it
+#   only to look at the weights.
+# - Autocast to bfloat16 (or float16 on a GPU) trades digits of accuracy (the errors
+#   printed above) for speed where the hardware has 16-bit matrix units.
 #
 # API used on this page: :class:`attention.MultiHeadAttention`,
-# :class:`attention.FusedMultiHeadAttention` and :func:`attention.scaled_dot_product_attention`.
+# :class:`attention.FusedMultiHeadAttention` and
+# :func:`attention.scaled_dot_product_attention`.
 #
 # Previous: :ref:`sphx_glr_tutorials_11_classifier.py`. Next:
-# :ref:`sphx_glr_tutorials_13_memory_efficient.py` opens the fused kernel: how attention can be
-# computed without ever holding the :math:`(L, S)` matrix.
+# :ref:`sphx_glr_tutorials_13_memory_efficient.py` opens the fused kernel: how attention
+# can be computed without ever holding the :math:`(L, S)` matrix.
 
 # sphinx_gallery_thumbnail_number = 1

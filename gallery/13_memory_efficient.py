@@ -2,17 +2,18 @@
 Memory-efficient attention: the online softmax
 ==============================================
 
-The reference path of :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` computes every score
-of every query against every key, an :math:`(L, S)` matrix per head, before the softmax. That
-matrix grows as the square of the sequence length, and long before the arithmetic becomes slow
-it no longer fits in memory. The fused kernels behind ``F.scaled_dot_product_attention`` avoid
-it with one idea: the softmax can be computed a block of keys at a time, with a running maximum
-and a running sum, so the matrix never exists.
+The reference path of :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` computes every
+score of every query against every key, an :math:`(L, S)` matrix per head, before the
+softmax. That matrix grows as the square of the sequence length, and long before the
+arithmetic becomes slow it no longer fits in memory. The fused kernels behind
+``F.scaled_dot_product_attention`` avoid it with one idea: the softmax can be computed a
+block of keys at a time, with a running maximum and a running sum, so the matrix never
+exists.
 
-This page works through that *online softmax* on one row with every number printed, reads
-:func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch, checks it
-against the reference, and measures peak memory and time against the sequence length. It
-assumes the scaled dot-product formula; timing is explained in
+This page works through that *online softmax* on one row with every number printed,
+reads :func:`attention.tiled_attention`, which applies it to whole tensors in plain
+PyTorch, checks it against the reference, and measures peak memory and time against the
+sequence length. It assumes the scaled dot-product formula; timing is explained in
 :ref:`sphx_glr_tutorials_12_performance.py`.
 """
 
@@ -20,14 +21,14 @@ assumes the scaled dot-product formula; timing is explained in
 # A matrix that grows as L squared
 # --------------------------------
 #
-# With 8 heads in float32, the scores of one sequence take :math:`8 \cdot L^2 \cdot 4` bytes,
-# and the softmax makes a second matrix of the same size:
+# With 8 heads in float32, the scores of one sequence take :math:`8 \cdot L^2 \cdot 4`
+# bytes, and the softmax makes a second matrix of the same size:
 
 import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -38,18 +39,19 @@ for L in (1024, 4096, 16384, 65536):
 # Softmax one block at a time
 # ---------------------------
 #
-# Take a single query's row of scores :math:`s_1, \dots, s_S` and one number per key as its
-# value. Attention returns :math:`\sum_j w_j v_j` with
-# :math:`w_j = e^{s_j - m} / \sum_k e^{s_k - m}`, where subtracting the row's maximum :math:`m`
-# changes nothing mathematically and keeps ``exp`` from overflowing.
+# Take a single query's row of scores :math:`s_1, \dots, s_S` and one number per key as
+# its value. Attention returns :math:`\sum_j w_j v_j` with
+# :math:`w_j = e^{s_j - m} / \sum_k e^{s_k - m}`, where subtracting the row's maximum
+# :math:`m` changes nothing mathematically and keeps ``exp`` from overflowing.
 #
-# The maximum seems to need the whole row first. It does not. Read the keys in blocks and keep
-# three running numbers: the largest score seen so far ``m``, the sum ``l`` of
+# The maximum seems to need the whole row first. It does not. Read the keys in blocks
+# and keep three running numbers: the largest score seen so far ``m``, the sum ``l`` of
 # :math:`e^{s_j - m}` over the keys seen so far, and the weighted sum ``acc`` of
-# :math:`e^{s_j - m} v_j`. When a block raises the maximum from ``m`` to ``m_new``, everything
-# accumulated so far was measured against the old maximum; multiplying it by
+# :math:`e^{s_j - m} v_j`. When a block raises the maximum from ``m`` to ``m_new``,
+# everything accumulated so far was measured against the old maximum; multiplying it by
 # :math:`\alpha = e^{m - m_\text{new}}` puts it against the new one. After each block,
-# ``acc / l`` is attention over the keys seen so far; after the last block, over all of them.
+# ``acc / l`` is attention over the keys seen so far; after the last block, over all of
+# them.
 
 scores = torch.tensor([0.5, 1.0, -0.3, 2.5, 0.1, -1.2, 3.0, 0.7], dtype=torch.float64)
 values = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], dtype=torch.float64)
@@ -71,7 +73,8 @@ for start in range(0, len(scores), block):
     alphas.append(alpha.item())
     shown = " ".join(f"{x:4.1f}" for x in s)
     print(
-        f"{start // block:>5}  {shown:<19}  {running_max:5.2f}  {alpha:6.3f}  {running_sum:6.3f}"
+        f"{start // block:>5}  {shown:<19}  {running_max:5.2f}  {alpha:6.3f}  "
+        f"{running_sum:6.3f}"
         f"  {running_acc:6.3f}  {running_acc / running_sum:7.4f}"
     )
 
@@ -79,24 +82,26 @@ online = running_acc / running_sum
 reference = torch.softmax(scores, dim=0) @ values
 print(f"online: {online:.12f}   softmax over the whole row: {reference:.12f}")
 assert torch.allclose(online, reference, rtol=0, atol=1e-12)
-assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1  # the maximum grew twice
+# the maximum grew twice
+assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1
 
 # %%
-# Before the first block nothing has been accumulated, so its :math:`\alpha` is 0. The second
-# block holds a larger score than the first, so the sum and the weighted sum carried over are
-# multiplied by the :math:`\alpha` printed on its line, below 1, before the new terms are added;
-# the third block raises the maximum again. The final ``acc / l`` equals the softmax-weighted
-# average computed from the whole row, to the last digit printed. Nothing but three numbers per
-# query was carried from one block to the next.
+# Before the first block nothing has been accumulated, so its :math:`\alpha` is 0. The
+# second block holds a larger score than the first, so the sum and the weighted sum
+# carried over are multiplied by the :math:`\alpha` printed on its line, below 1, before
+# the new terms are added; the third block raises the maximum again. The final
+# ``acc / l`` equals the softmax-weighted average computed from the whole row, to the
+# last digit printed. Nothing but three numbers per query was carried from one block to
+# the next.
 #
 # From one row to whole tensors
 # -----------------------------
 #
-# :func:`attention.tiled_attention` runs the same loop for all queries and heads at once: ``m``,
-# ``l`` and ``acc`` become tensors with one row per query, and each block's scores are a small
-# matrix product. The queries are also taken a group of rows at a time, so that one tile of
-# scores stays in the processor's cache, and with ``causal=True`` the blocks that lie entirely
-# in a query's future are never computed:
+# :func:`attention.tiled_attention` runs the same loop for all queries and heads at
+# once: ``m``, ``l`` and ``acc`` become tensors with one row per query, and each block's
+# scores are a small matrix product. The queries are also taken a group of rows at a
+# time, so that one tile of scores stays in the processor's cache, and with
+# ``causal=True`` the blocks that lie entirely in a query's future are never computed:
 #
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
@@ -104,32 +109,37 @@ assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1  # the maximum
 #    :start-at: L, S = query.shape
 #    :dedent: 4
 #
-# (Before these lines the function checks its arguments.) Each block's sums, taken against the
-# block's own maximum, join the running ones in
-# :func:`attention.functional.online_softmax_merge`, the rescaling of the single row above
-# written for both sides:
+# (Before these lines the function checks its arguments.) Each block's sums, taken
+# against the block's own maximum, join the running ones in
+# :func:`attention.functional.online_softmax_merge`, the rescaling of the single row
+# above written for both sides:
 #
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
 #    :pyobject: online_softmax_merge
 #    :start-at: m_new =
 #
-# Two details go beyond the single row. A causal block that crosses the diagonal fills its
-# masked scores with the most negative number and zeroes their ``exp`` afterwards, so a query
-# that has not yet seen an allowed key adds nothing. And the running maximum is detached from
-# autograd: the output does not depend on it, so its gradient is zero anyway, and detaching it
-# lets the scores be overwritten in place.
+# Two details go beyond the single row. A causal block that crosses the diagonal fills
+# its masked scores with the most negative number and zeroes their ``exp`` afterwards,
+# so a query that has not yet seen an allowed key adds nothing. And the running maximum
+# is detached from autograd: the output does not depend on it, so its gradient is zero
+# anyway, and detaching it lets the scores be overwritten in place.
 #
 # Exactly the reference
 # ---------------------
 #
-# In float64 the tiled path and the reference agree to rounding, with and without a causal mask,
-# for query and key lengths that the blocks do not divide:
+# In float64 the tiled path and the reference agree to rounding, with and without a
+# causal mask, for query and key lengths that the blocks do not divide:
 
 from attention import causal_mask, scaled_dot_product_attention, tiled_attention
 
 torch.manual_seed(seed)
-for L, S, causal in [(300, 300, False), (300, 300, True), (200, 450, True), (450, 200, True)]:
+for L, S, causal in [
+    (300, 300, False),
+    (300, 300, True),
+    (200, 450, True),
+    (450, 200, True),
+]:
     q = torch.randn(2, 4, L, 32, dtype=torch.float64, device=device)  # (N, H, L, D)
     k = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
     v = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
@@ -144,14 +154,14 @@ for L, S, causal in [(300, 300, False), (300, 300, True), (200, 450, True), (450
 # Peak memory against the sequence length
 # ---------------------------------------
 #
-# How much memory does one call need beyond its inputs? On a GPU, PyTorch's allocator keeps the
-# peak (``torch.cuda.max_memory_allocated``). On the CPU it keeps no statistics, so the
-# measurement asks the operating system: Linux records the peak resident memory of a process
-# (``VmHWM`` in ``/proc/self/status``) and lets the process reset it (writing ``5`` to
-# ``/proc/self/clear_refs``). The peak during the call minus the resident memory just before it
-# is every byte the call touched. ``malloc_trim`` first hands memory freed by earlier steps
-# back to the system, so that reused memory is counted too. Elsewhere the measurement is
-# skipped.
+# How much memory does one call need beyond its inputs? On a GPU, PyTorch's allocator
+# keeps the peak (``torch.cuda.max_memory_allocated``). On the CPU it keeps no
+# statistics, so the measurement asks the operating system: Linux records the peak
+# resident memory of a process (``VmHWM`` in ``/proc/self/status``) and lets the process
+# reset it (writing ``5`` to ``/proc/self/clear_refs``). The peak during the call minus
+# the resident memory just before it is every byte the call touched. ``malloc_trim``
+# first hands memory freed by earlier steps back to the system, so that reused memory is
+# counted too. Elsewhere the measurement is skipped.
 
 import ctypes
 import re
@@ -165,7 +175,8 @@ def _resident(field):
 
 
 def peak_memory_mib(fn, *args):
-    """Extra peak memory of ``fn(*args)`` in MiB, or None where it cannot be measured."""
+    """Extra peak memory of ``fn(*args)`` in MiB, or None where it cannot be
+    measured."""
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -174,8 +185,10 @@ def peak_memory_mib(fn, *args):
         torch.cuda.synchronize()
         return (torch.cuda.max_memory_allocated() - before) / 2**20
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # return freed heap memory to the system
-        Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current size
+        # return freed heap memory to the system
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        # reset the peak to the current size
+        Path("/proc/self/clear_refs").write_text("5")
     except (OSError, AttributeError):
         return None  # not Linux with glibc
     before = _resident("VmRSS")
@@ -184,9 +197,9 @@ def peak_memory_mib(fn, *args):
 
 
 # %%
-# Three paths, on one sequence with 4 heads of dimension 64, for lengths from 256 to 4096: the
-# reference, the tiled path (blocks of 512 keys) and PyTorch's own fused kernel,
-# ``F.scaled_dot_product_attention`` ("fused" in the tables).
+# Three paths, on one sequence with 4 heads of dimension 64, for lengths from 256 to
+# 4096: the reference, the tiled path (blocks of 512 keys) and PyTorch's own fused
+# kernel, ``F.scaled_dot_product_attention`` ("fused" in the tables).
 
 import torch.nn.functional as F
 
@@ -201,18 +214,20 @@ H, D = 4, 64
 
 def inputs(L):
     g = torch.Generator(device=device).manual_seed(L)
-    return [torch.randn(1, H, L, D, device=device, generator=g) for _ in range(3)]  # (N, H, L, D)
+    # (N, H, L, D)
+    return [torch.randn(1, H, L, D, device=device, generator=g) for _ in range(3)]
 
 
 threads = torch.get_num_threads()
-# Memory does not depend on the number of threads, and with one thread the tiled loop's many
-# small steps never wait for each other when other programs share the cores.
+# Memory does not depend on the number of threads, and with one thread the tiled loop's
+# many small steps never wait for each other when other programs share the cores.
 torch.set_num_threads(1)
 with torch.no_grad():
     for fn in paths.values():
         fn(*inputs(64))  # the first call of each path sets up libraries: not counted
     memory = {
-        name: [peak_memory_mib(fn, *inputs(L)) for L in lengths] for name, fn in paths.items()
+        name: [peak_memory_mib(fn, *inputs(L)) for L in lengths]
+        for name, fn in paths.items()
     }
 torch.set_num_threads(threads)
 
@@ -220,8 +235,11 @@ measured = memory["reference"][0] is not None
 
 
 def out_and_tile_mib(L, block_size=512):
-    """What the tiled path must hold, by count: the output and one tile of scores, in MiB."""
-    rows = min(L, 2**17 // block_size)  # the query rows of one tile (see tiled_attention)
+    """
+    What the tiled path must hold, by count: the output and one tile of scores, in MiB.
+    """
+    # the query rows of one tile (see tiled_attention)
+    rows = min(L, 2**17 // block_size)
     return (H * L * D + H * rows * min(block_size, L)) * 4 / 2**20
 
 
@@ -233,39 +251,53 @@ if measured:
         row = "  ".join(f"{memory[name][i]:9.1f}" for name in paths)
         print(f"{L:>5}  {scores_mib:7.1f}  {out_and_tile_mib(L):8.1f}  {row}")
     growth = memory["reference"][-1] / memory["reference"][-2]
-    print(f"from L = {lengths[-2]} to {lengths[-1]}, the reference's memory grew {growth:.1f}x")
+    print(
+        f"from L = {lengths[-2]} to {lengths[-1]}, the reference's memory grew "
+        f"{growth:.1f}x"
+    )
 else:
     print("peak memory needs Linux or a CUDA GPU; not measured here")
 
 # %%
-# The ``scores`` column is the size of one (H, L, L) matrix of scores. The reference needs
-# about twice that (the scores, then the weights), so its memory grows fourfold each time L
-# doubles (the last line above). The tiled path needs the output, which grows with L, and one
-# tile of scores, which does not: the ``out+tile`` column counts those bytes. The measured
-# column sits above that count (the temporaries of a tile, and the noise of measuring a whole
-# process) and grows far more slowly than the reference's; at the shortest length, where one
-# block holds every key, the tiled path saves nothing. What the table shows is the gap at the
-# long lengths: there the tiled path stays at a few percent of the reference (checked for the
-# longest). Torch's kernel, the same idea written in C++, behaves the same way.
+# The ``scores`` column is the size of one (H, L, L) matrix of scores. The reference
+# needs about twice that (the scores, then the weights), so its memory grows fourfold
+# each time L doubles (the last line above). The tiled path needs the output, which
+# grows with L, and one tile of scores, which does not: the ``out+tile`` column counts
+# those bytes. The measured column sits above that count (the temporaries of a tile, and
+# the noise of measuring a whole process) and grows far more slowly than the
+# reference's; at the shortest length, where one block holds every key, the tiled path
+# saves nothing. What the table shows is the gap at the long lengths: there the tiled
+# path stays at a few percent of the reference (checked for the longest). Torch's
+# kernel, the same idea written in C++, behaves the same way.
 
 # sphinx_gallery_start_ignore
 if measured:
     scores_last = H * lengths[-1] ** 2 * 4 / 2**20
     ratio = memory["reference"][-1] / scores_last
-    claim("reference memory / one score matrix", ratio, above=1.5, below=3)  # scores, weights
-    claim("reference memory growth per doubling", growth, above=3, below=5)  # quadratic: 4x
+    # scores, weights
+    claim("reference memory / one score matrix", ratio, above=1.5, below=3)
+    # quadratic: 4x
+    claim("reference memory growth per doubling", growth, above=3, below=5)
     for name in ("tiled", "fused"):
         largest = max(memory[name])
-        claim(f"{name}: memory / the reference's", largest / memory["reference"][-1], below=0.15)
-        claim(f"{name}: memory / (8 out+tile + 16 MiB)",
-              largest / (8 * out_and_tile_mib(lengths[-1]) + 16), below=1)  # fmt: skip
+        claim(
+            f"{name}: memory / the reference's",
+            largest / memory["reference"][-1],
+            below=0.15,
+        )
+        claim(
+            f"{name}: memory / (8 out+tile + 16 MiB)",
+            largest / (8 * out_and_tile_mib(lengths[-1]) + 16),
+            below=1,
+        )
 # sphinx_gallery_end_ignore
 
 import matplotlib.pyplot as plt
 
 
 def plot_against_length(lengths, values, ylabel, title):
-    """One line per path: ``values[name]`` against the sequence length, on log-log axes."""
+    """One line per path: ``values[name]`` against the sequence length, on log-log
+    axes."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     for name, marker in zip(paths, "osd", strict=True):
         ax.plot(lengths, values[name], marker=marker, label=name)
@@ -288,16 +320,17 @@ if measured:
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
-# reference's line has a slope of about 2, the block-wise ones a much smaller one, and at the
-# longest length the reference sits far above them (the table gives the numbers).
+# reference's line has a slope of about 2, the block-wise ones a much smaller one, and
+# at the longest length the reference sits far above them (the table gives the numbers).
 #
 # Time against the sequence length
 # --------------------------------
 #
-# Keeping memory small must not cost much time. The tiled path does the same matrix products
-# as the reference and a few more elementwise passes, in a Python loop over tiles; the fused
-# kernel does the same work in compiled code. The times below are medians of repeated calls,
-# measured with ``torch.utils.benchmark`` (on a GPU it synchronises around each measurement).
+# Keeping memory small must not cost much time. The tiled path does the same matrix
+# products as the reference and a few more elementwise passes, in a Python loop over
+# tiles; the fused kernel does the same work in compiled code. The times below are
+# medians of repeated calls, measured with ``torch.utils.benchmark`` (on a GPU it
+# synchronises around each measurement).
 
 from torch.utils import benchmark
 
@@ -311,7 +344,8 @@ def median_ms(fn, *args):
 timing_lengths = [256, 512, 1024, 2048]
 with torch.no_grad():
     times = {
-        name: [median_ms(fn, *inputs(L)) for L in timing_lengths] for name, fn in paths.items()
+        name: [median_ms(fn, *inputs(L)) for L in timing_lengths]
+        for name, fn in paths.items()
     }
 
 print(f"median time in ms on {device}, float32, torch {torch.__version__}")
@@ -329,24 +363,26 @@ plot_against_length(
 )
 
 # %%
-# The three paths do the same :math:`O(L^2)` work; they differ in memory and in how fast each
-# operation runs. The last column compares the Python loop with PyTorch's compiled kernel on
-# this machine, in this run. ``torch.utils.benchmark``'s ``Timer`` runs single-threaded unless
-# told otherwise, so the figure compares the code, not how it shares the cores; the benchmark
-# harness (``make bench``) times the same comparison with every core.
+# The three paths do the same :math:`O(L^2)` work; they differ in memory and in how fast
+# each operation runs. The last column compares the Python loop with PyTorch's compiled
+# kernel on this machine, in this run. ``torch.utils.benchmark``'s ``Timer`` runs
+# single-threaded unless told otherwise, so the figure compares the code, not how it
+# shares the cores; the benchmark harness (``make bench``) times the same comparison
+# with every core.
 #
 # What to remember
 # ----------------
 #
 # - Softmax does not need the whole row at once: a running maximum, a running sum and a
-#   rescaling factor :math:`e^{m_\text{old} - m_\text{new}}` give exactly the same result, one
-#   block of keys at a time.
-# - Attention computed that way never holds the :math:`(L, S)` scores: it needs the output
-#   (which grows with L) and one tile, instead of :math:`L^2` scores, for the same number of
-#   operations.
-# - This is the idea inside the fused kernels (FlashAttention and its CPU counterpart) that
-#   ``F.scaled_dot_product_attention`` runs; :func:`attention.tiled_attention` shows it in
-#   plain PyTorch, exact against :func:`attention.scaled_dot_product_attention`.
+#   rescaling factor :math:`e^{m_\text{old} - m_\text{new}}` give exactly the same
+#   result, one block of keys at a time.
+# - Attention computed that way never holds the :math:`(L, S)` scores: it needs the
+#   output (which grows with L) and one tile, instead of :math:`L^2` scores, for the
+#   same number of operations.
+# - This is the idea inside the fused kernels (FlashAttention and its CPU counterpart)
+#   that ``F.scaled_dot_product_attention`` runs; :func:`attention.tiled_attention`
+#   shows it in plain PyTorch, exact against
+#   :func:`attention.scaled_dot_product_attention`.
 #
 # API used on this page: :func:`attention.tiled_attention`,
 # :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.

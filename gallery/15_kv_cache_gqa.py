@@ -2,17 +2,17 @@
 Generating with a KV cache, and sharing keys and values
 =======================================================
 
-A decoder generates one token at a time: predict, append, predict again. Done naively, every
-step re-encodes the whole sequence so far, and the work per token grows with its length. A
-*KV cache* keeps every layer's keys and values, so each new token costs one query against them.
-The cache then becomes the memory bill of generation, and current models shrink it by giving
-several query heads one shared key/value head: multi-query attention (Shazeer, 2019) and
-grouped-query attention (Ainslie et al., 2023).
+A decoder generates one token at a time: predict, append, predict again. Done naively,
+every step re-encodes the whole sequence so far, and the work per token grows with its
+length. A *KV cache* keeps every layer's keys and values, so each new token costs one
+query against them. The cache then becomes the memory bill of generation, and current
+models shrink it by giving several query heads one shared key/value head: multi-query
+attention (Shazeer, 2019) and grouped-query attention (Ainslie et al., 2023).
 
-This page generates with and without :class:`attention.KVCache`, checks that both give the
-same tokens, times them, computes the cache's size, and trains the model of
-:ref:`sphx_glr_tutorials_14_decoder_induction_heads.py` with fewer key/value heads. It assumes
-that page.
+This page generates with and without :class:`attention.KVCache`, checks that both give
+the same tokens, times them, computes the cache's size, and trains the model of
+:ref:`sphx_glr_tutorials_14_decoder_induction_heads.py` with fewer key/value heads. It
+assumes that page.
 """
 
 # %%
@@ -26,17 +26,17 @@ import torch
 from attention.repro import claim, default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%
 # Generation, with and without a cache
 # ------------------------------------
 #
-# :meth:`attention.DecoderLM.generate` runs the loop. Without a cache, each step feeds the
-# whole sequence so far. With one, the prompt is encoded once, and each later step feeds only
-# the newest token, whose query attends to the cached keys and values of every position
-# before it:
+# :meth:`attention.DecoderLM.generate` runs the loop. Without a cache, each step feeds
+# the whole sequence so far. With one, the prompt is encoded once, and each later step
+# feeds only the newest token, whose query attends to the cached keys and values of
+# every position before it:
 #
 # .. literalinclude:: ../../attention/decoder.py
 #    :language: python
@@ -45,8 +45,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :end-at: step_input = next_token
 #    :dedent: 8
 #
-# Inside each layer, :meth:`attention.KVCache.update` writes the new keys and values after the
-# cached ones, in memory allocated once for ``max_len`` positions, and returns all of them:
+# Inside each layer, :meth:`attention.KVCache.update` writes the new keys and values
+# after the cached ones, in memory allocated once for ``max_len`` positions, and returns
+# all of them:
 #
 # .. literalinclude:: ../../attention/decoder.py
 #    :language: python
@@ -54,15 +55,19 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :start-at: L = key.shape[2]
 #
 # The one new query is the *last* of the :math:`S` positions, so the causal mask must be
-# aligned bottom-right: :math:`L = 1` query may see all :math:`S` keys. With that, the cached
-# and uncached computations are the same arithmetic on the same numbers. A model larger than
-# the one of the previous page (untrained: its tokens are arbitrary, which is all this check
-# needs), generating greedily:
+# aligned bottom-right: :math:`L = 1` query may see all :math:`S` keys. With that, the
+# cached and uncached computations are the same arithmetic on the same numbers. A model
+# larger than the one of the previous page (untrained: its tokens are arbitrary, which
+# is all this check needs), generating greedily:
 
 from attention import DecoderLM
 
 V = 256
-big = DecoderLM(V, embed_dim=128, num_heads=8, num_layers=2, max_len=512).to(device).eval()
+big = (
+    DecoderLM(V, embed_dim=128, num_heads=8, num_layers=2, max_len=512)
+    .to(device)
+    .eval()
+)
 prompt = torch.randint(V, (2, 8), device=device)
 with torch.no_grad():
     cached = big.generate(prompt, 40)
@@ -73,8 +78,10 @@ with torch.no_grad():
     for t in range(prompt.shape[1], cached.shape[1] - 1):
         step_logits.append(big(cached[:, t : t + 1], cache=cache)[0])  # (N, 1, V)
 gap = (torch.cat(step_logits, dim=1) - full_logits).abs().max().item()
-print(f"identical tokens: {torch.equal(cached, uncached)}; largest logit difference, "
-      f"token by token with the cache vs one pass: {gap:.1e}")  # fmt: skip
+print(
+    f"identical tokens: {torch.equal(cached, uncached)}; largest logit difference, "
+    f"token by token with the cache vs one pass: {gap:.1e}"
+)
 assert torch.equal(cached, uncached)
 assert gap < 1e-4
 
@@ -82,10 +89,10 @@ assert gap < 1e-4
 # Time per token
 # --------------
 #
-# Generate 256 tokens after an 8-token prompt, timing each step, with and without the cache.
-# Without it, step :math:`t` encodes :math:`t` tokens; with it, one token attends to :math:`t`
-# cached ones. The steps run on one thread: on a small model, more threads mostly add waiting,
-# and on a busy machine they make the times erratic.
+# Generate 256 tokens after an 8-token prompt, timing each step, with and without the
+# cache. Without it, step :math:`t` encodes :math:`t` tokens; with it, one token attends
+# to :math:`t` cached ones. The steps run on one thread: on a small model, more threads
+# mostly add waiting, and on a busy machine they make the times erratic.
 
 
 def time_steps(model, prompt, new_tokens, *, use_cache):
@@ -122,7 +129,9 @@ positions = list(range(single.shape[1], single.shape[1] + new_tokens))
 import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-ax.plot(positions, [1e3 * t for t in without_cache], color="C1", label="without the cache")
+ax.plot(
+    positions, [1e3 * t for t in without_cache], color="C1", label="without the cache"
+)
 ax.plot(positions, [1e3 * t for t in with_cache], color="C0", label="with the cache")
 ax.set_xlabel("length of the sequence so far")
 ax.set_ylabel("time of one step (ms)")
@@ -135,14 +144,18 @@ last = 32  # the last steps, averaged to smooth the noise of a shared machine
 slow = sum(without_cache[-last:]) / last
 fast = sum(with_cache[-last:]) / last
 print(f"{device}, float32, torch {torch.__version__}, one thread")
-print(f"mean step time over the last {last} steps: {1e3 * slow:.2f} ms without the cache, "
-      f"{1e3 * fast:.2f} ms with it: {slow / fast:.1f}x faster")  # fmt: skip
+print(
+    f"mean step time over the last {last} steps: {1e3 * slow:.2f} ms without the "
+    "cache, "
+    f"{1e3 * fast:.2f} ms with it: {slow / fast:.1f}x faster"
+)
 
 # %%
-# Without the cache, the time per token grows with the sequence; with it, it stays nearly
-# flat: the attention over the cached keys grows too, but it is a small part of a step next to
-# the projections and the feed-forward networks, which now see one token instead of all of
-# them. (The numbers are measured on this run's machine, and a busy machine makes them noisy.)
+# Without the cache, the time per token grows with the sequence; with it, it stays
+# nearly flat: the attention over the cached keys grows too, but it is a small part of a
+# step next to the projections and the feed-forward networks, which now see one token
+# instead of all of them. (The numbers are measured on this run's machine, and a busy
+# machine makes them noisy.)
 #
 # The cache's memory
 # ------------------
@@ -154,45 +167,52 @@ print(f"mean step time over the last {last} steps: {1e3 * slow:.2f} ms without t
 #     \times \text{bytes per element}.
 #
 # For a model of the size of Llama 2 7B (32 layers, 32 heads of :math:`D = 128`) at
-# :math:`L = 4096` in float16, :class:`attention.KVCache` reports its own size; on PyTorch's
-# ``meta`` device, which keeps shapes but allocates nothing:
+# :math:`L = 4096` in float16, :class:`attention.KVCache` reports its own size; on
+# PyTorch's ``meta`` device, which keeps shapes but allocates nothing:
 
 from attention import KVCache
 
 layers, heads, head_dim, length = 32, 32, 128, 4096
 for kv_heads in (32, 8, 1):
     cache = KVCache(
-        layers, batch_size=1, num_kv_heads=kv_heads, head_dim=head_dim, max_len=length,
-        device="meta", dtype=torch.float16,
-    )  # fmt: skip
+        layers,
+        batch_size=1,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        max_len=length,
+        device="meta",
+        dtype=torch.float16,
+    )
     formula = 2 * layers * 1 * kv_heads * length * head_dim * 2
     assert cache.nbytes == formula
-    print(f"H_kv = {kv_heads:2d}: {cache.nbytes / 2**30:6.3f} GiB per sequence "
-          f"(H / H_kv = {heads // kv_heads:2d})")  # fmt: skip
+    print(
+        f"H_kv = {kv_heads:2d}: {cache.nbytes / 2**30:6.3f} GiB per sequence "
+        f"(H / H_kv = {heads // kv_heads:2d})"
+    )
 
 # %%
-# 2 GiB per sequence with every head's own keys and values. Sharing each key/value head among
-# :math:`H / H_{kv}` query heads divides the cache by that factor: grouped-query attention
-# with 8 key/value heads (as Llama 2 70B uses) needs a quarter, and multi-query attention with
-# one needs 1/32.
+# 2 GiB per sequence with every head's own keys and values. Sharing each key/value head
+# among :math:`H / H_{kv}` query heads divides the cache by that factor: grouped-query
+# attention with 8 key/value heads (as Llama 2 70B uses) needs a quarter, and
+# multi-query attention with one needs 1/32.
 #
 # Grouped-query attention
 # -----------------------
 #
 # In :class:`attention.CausalSelfAttention`, ``k_proj`` and ``v_proj`` project to
 # ``num_kv_heads * D`` features only, and query head :math:`h` reads key/value head
-# :math:`\lfloor h / G \rfloor`, :math:`G = H / H_{kv}`. The readable path never copies the
-# shared heads; it views the queries in groups:
+# :math:`\lfloor h / G \rfloor`, :math:`G = H / H_{kv}`. The readable path never copies
+# the shared heads; it views the queries in groups:
 #
 # .. literalinclude:: ../../attention/decoder.py
 #    :language: python
 #    :pyobject: grouped_attention
 #    :start-at: N, H, L, D = query.shape
 #
-# Does sharing cost accuracy? Train the model of the previous page with 4 query heads per
-# layer and :math:`H_{kv}` = 4, 2 and 1, with the same recipe
-# (:func:`attention.training.fit_repeat_model`), and measure the held-out loss on the second
-# half, the copyable one:
+# Does sharing cost accuracy? Train the model of the previous page with 4 query heads
+# per layer and :math:`H_{kv}` = 4, 2 and 1, with the same recipe
+# (:func:`attention.training.fit_repeat_model`), and measure the held-out loss on the
+# second half, the copyable one:
 
 from attention.training import fit_repeat_model, next_token_losses
 
@@ -210,14 +230,17 @@ for kv_heads in (4, 2, 1):
         "kv_params": attn.k_proj.weight.numel() + attn.v_proj.weight.numel(),
         "cache_bytes": model.new_cache(1).nbytes,
     }
-    print(f"H_kv = {kv_heads}: second-half loss {second_half:.4f}, key/value weights per "
-          f"layer {results[kv_heads]['kv_params']}, cache {results[kv_heads]['cache_bytes']} "
-          f"bytes per sequence, {history[-1]['seconds']:.1f} s")  # fmt: skip
+    print(
+        f"H_kv = {kv_heads}: second-half loss {second_half:.4f}, key/value weights per "
+        f"layer {results[kv_heads]['kv_params']}, cache "
+        f"{results[kv_heads]['cache_bytes']} "
+        f"bytes per sequence, {history[-1]['seconds']:.1f} s"
+    )
     claim(f"second-half loss with H_kv = {kv_heads}", second_half, below=0.1)
 
 # %%
-# All three learn to copy (the losses printed above). The cache and the key/value weights
-# shrink by :math:`H / H_{kv}`:
+# All three learn to copy (the losses printed above). The cache and the key/value
+# weights shrink by :math:`H / H_{kv}`:
 
 for kv_heads in (2, 1):
     saved = results[4]["cache_bytes"] / results[kv_heads]["cache_bytes"]
@@ -234,7 +257,8 @@ import torch.nn.functional as F
 mqa = results[1]["model"]
 attn = mqa.blocks[0].self_attn
 with torch.no_grad():
-    x = mqa.blocks[0].norm1(mqa.embedding(held_out[:4]))  # the layer's input  (4, 32, E)
+    # the layer's input  (4, 32, E)
+    x = mqa.blocks[0].norm1(mqa.embedding(held_out[:4]))
     N, L, E = x.shape
     q = attn.rotary(attn.q_proj(x).view(N, L, 4, -1).transpose(1, 2))  # (N, 4, L, D)
     k = attn.rotary(attn.k_proj(x).view(N, L, 1, -1).transpose(1, 2))  # (N, 1, L, D)
@@ -243,22 +267,25 @@ with torch.no_grad():
     expected = attn.out_proj(expected.transpose(1, 2).reshape(N, L, E))  # (N, L, E)
     ours, _ = attn(x, need_weights=True)
 difference = (ours - expected).abs().max().item()
-print(f"largest difference from F.scaled_dot_product_attention(enable_gqa=True): "
-      f"{difference:.1e}")  # fmt: skip
+print(
+    f"largest difference from F.scaled_dot_product_attention(enable_gqa=True): "
+    f"{difference:.1e}"
+)
 assert difference < 1e-5
 
 # %%
 # What to remember
 # ----------------
 #
-# - A KV cache turns each generation step from re-encoding the whole prefix into one query
-#   against the stored keys and values; with the causal mask aligned bottom-right it gives the
-#   same tokens, and the time per token stays nearly flat.
-# - Its memory is :math:`2 \times \text{layers} \times N \times H_{kv} \times L \times D`
-#   elements, which is what limits long contexts and large batches.
-# - Grouped-query and multi-query attention divide it by :math:`H / H_{kv}`; on the copying
-#   task, all three models learn to copy (second-half loss below 0.1), the one with a single
-#   key/value head included.
+# - A KV cache turns each generation step from re-encoding the whole prefix into one
+#   query against the stored keys and values; with the causal mask aligned bottom-right
+#   it gives the same tokens, and the time per token stays nearly flat.
+# - Its memory is
+#   :math:`2 \times \text{layers} \times N \times H_{kv} \times L \times D` elements,
+#   which is what limits long contexts and large batches.
+# - Grouped-query and multi-query attention divide it by :math:`H / H_{kv}`; on the
+#   copying task, all three models learn to copy (second-half loss below 0.1), the one
+#   with a single key/value head included.
 #
 # API used on this page: :class:`attention.DecoderLM`, :class:`attention.KVCache`,
 # :class:`attention.CausalSelfAttention`, :func:`attention.decoder.grouped_attention`,

@@ -2,16 +2,16 @@
 Positions: sinusoidal, learned, rotary (RoPE) and ALiBi
 =======================================================
 
-Attention compares every query with every key, and nothing in that comparison says where the
-two tokens stand. This page shows that without positions a model cannot tell "dog bites man"
-from "man bites dog", then the four ways of giving it positions in use: adding a sinusoidal
-or a learned vector to each token (Vaswani et al., 2017), rotating queries and keys by their
-position (RoPE, Su et al., 2021), and penalising scores linearly with distance (ALiBi, Press
-et al., 2022). It ends with a measured experiment: the same small model trained with each
-scheme at one length and tested at longer ones.
+Attention compares every query with every key, and nothing in that comparison says where
+the two tokens stand. This page shows that without positions a model cannot tell "dog
+bites man" from "man bites dog", then the four ways of giving it positions in use:
+adding a sinusoidal or a learned vector to each token (Vaswani et al., 2017), rotating
+queries and keys by their position (RoPE, Su et al., 2021), and penalising scores
+linearly with distance (ALiBi, Press et al., 2022). It ends with a measured experiment:
+the same small model trained with each scheme at one length and tested at longer ones.
 
-It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the causal mask
-(:ref:`sphx_glr_tutorials_05_masks.py`) and the classifier of
+It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the causal
+mask (:ref:`sphx_glr_tutorials_05_masks.py`) and the classifier of
 :ref:`sphx_glr_tutorials_11_classifier.py`, which already used sinusoidal positions.
 """
 
@@ -24,17 +24,17 @@ import torch
 from attention.repro import claim, default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 # %%
 # Without positions, order is invisible
 # -------------------------------------
 #
-# Self-attention treats its input as a *set*: permute the tokens, and the outputs come out
-# permuted the same way, every number unchanged (the scores are permuted along both axes, the
-# softmax runs along each row, and the weighted sum follows the keys). In float64, with
-# :class:`attention.MultiHeadAttention` and a random permutation:
+# Self-attention treats its input as a *set*: permute the tokens, and the outputs come
+# out permuted the same way, every number unchanged (the scores are permuted along both
+# axes, the softmax runs along each row, and the weighted sum follows the keys). In
+# float64, with :class:`attention.MultiHeadAttention` and a random permutation:
 
 from attention import MultiHeadAttention
 
@@ -44,13 +44,15 @@ x = torch.randn(1, 6, E, dtype=torch.float64, device=device)  # (N, L, E)
 perm = torch.randperm(6, device=device)
 out, _ = attn(x)
 out_permuted, _ = attn(x[:, perm])
-print(f"permutation {perm.tolist()}: outputs permuted the same way, largest difference "
-      f"{(out_permuted - out[:, perm]).abs().max():.1e}")  # fmt: skip
+print(
+    f"permutation {perm.tolist()}: outputs permuted the same way, largest difference "
+    f"{(out_permuted - out[:, perm]).abs().max():.1e}"
+)
 assert torch.allclose(out_permuted, out[:, perm], atol=1e-12, rtol=0)
 
 # %%
-# So "dog bites man" and "man bites dog" give the same three output vectors, in a different
-# order: the vector for "dog" is the same whether the dog bites or is bitten.
+# So "dog bites man" and "man bites dog" give the same three output vectors, in a
+# different order: the vector for "dog" is the same whether the dog bites or is bitten.
 
 words = {"dog": 0, "bites": 1, "man": 2}
 embedding = torch.nn.Embedding(3, E).to(device, torch.float64)
@@ -63,18 +65,18 @@ print(f"'dog' as subject vs as object: largest difference {difference:.1e}")
 assert torch.allclose(dog_subject, dog_object, atol=1e-12, rtol=0)
 
 # %%
-# A causal mask breaks the symmetry only partly: token :math:`t` sees :math:`t + 1` tokens, so
-# a model can count, but it still cannot tell which of the earlier tokens stood where. Every
-# scheme below puts the position into the computation itself.
+# A causal mask breaks the symmetry only partly: token :math:`t` sees :math:`t + 1`
+# tokens, so a model can count, but it still cannot tell which of the earlier tokens
+# stood where. Every scheme below puts the position into the computation itself.
 #
 # Sinusoidal and learned encodings
 # --------------------------------
 #
-# The original Transformer adds to each token embedding a fixed vector that depends on its
-# position :math:`p` only: pairs of dimensions :math:`(2i, 2i+1)` hold
+# The original Transformer adds to each token embedding a fixed vector that depends on
+# its position :math:`p` only: pairs of dimensions :math:`(2i, 2i+1)` hold
 # :math:`\sin(p\,\omega_i)` and :math:`\cos(p\,\omega_i)`, with frequencies
-# :math:`\omega_i = 10000^{-2i/E}` going from one turn per :math:`2\pi` positions down to very
-# slow ones (:class:`attention.PositionalEncoding`):
+# :math:`\omega_i = 10000^{-2i/E}` going from one turn per :math:`2\pi` positions down
+# to very slow ones (:class:`attention.PositionalEncoding`):
 #
 # .. literalinclude:: ../../attention/positions.py
 #    :language: python
@@ -97,18 +99,21 @@ _ = ax.set_title(f"Sinusoidal positional encoding, E = {E_table}")
 
 # %%
 # The first dimensions change with every position, the last ones barely across the whole
-# table: each position gets a distinct pattern, like the digits of a clock with many hands.
+# table: each position gets a distinct pattern, like the digits of a clock with many
+# hands.
 #
-# Why sines and cosines? Because moving by :math:`k` positions is the same linear map for
-# every :math:`p`: each pair turns by the angle :math:`k\,\omega_i`,
+# Why sines and cosines? Because moving by :math:`k` positions is the same linear map
+# for every :math:`p`: each pair turns by the angle :math:`k\,\omega_i`,
 #
 # .. math::
 #    \begin{pmatrix}\sin (p+k)\omega \\ \cos (p+k)\omega\end{pmatrix} =
-#    \begin{pmatrix}\cos k\omega & \sin k\omega \\ -\sin k\omega & \cos k\omega\end{pmatrix}
+#    \begin{pmatrix}\cos k\omega & \sin k\omega \\
+#    -\sin k\omega & \cos k\omega\end{pmatrix}
 #    \begin{pmatrix}\sin p\omega \\ \cos p\omega\end{pmatrix},
 #
-# so a layer can learn "look :math:`k` back" as one matrix. Built here for :math:`k = 5` and
-# applied to the whole table (the table is float32, so they agree to float32 rounding):
+# so a layer can learn "look :math:`k` back" as one matrix. Built here for :math:`k = 5`
+# and applied to the whole table (the table is float32, so they agree to float32
+# rounding):
 
 import math
 
@@ -125,20 +130,21 @@ print(f"one matrix takes every position p to p + {k}: largest difference {error:
 assert error < 1e-4
 
 # %%
-# *Learned* positions (GPT-2, BERT) drop the formula: an ``nn.Embedding(max_len, E)`` holds
-# one free vector per position, trained with the rest of the model. It can learn anything the
-# task needs, but nothing ties row :math:`p` to row :math:`p + k`, and a row for a position
-# that never occurs in training receives no gradient at all: it stays at its random start. The
-# experiment at the end of the page shows what that means for longer sequences.
+# *Learned* positions (GPT-2, BERT) drop the formula: an ``nn.Embedding(max_len, E)``
+# holds one free vector per position, trained with the rest of the model. It can learn
+# anything the task needs, but nothing ties row :math:`p` to row :math:`p + k`, and a
+# row for a position that never occurs in training receives no gradient at all: it stays
+# at its random start. The experiment at the end of the page shows what that means for
+# longer sequences.
 #
 # RoPE: rotate queries and keys
 # -----------------------------
 #
 # Rotary embeddings (Su et al., 2021) add nothing to the tokens. Inside every attention
-# layer, after the projections, they rotate each pair of dimensions of the query and of the
-# key by an angle proportional to the position: pair :math:`i` of a vector at position
-# :math:`p` turns by :math:`p\,\theta_i`, with :math:`\theta_i = 10000^{-2i/D}` as in the
-# sinusoids. :class:`attention.RotaryEmbedding` pairs dimension :math:`i` with
+# layer, after the projections, they rotate each pair of dimensions of the query and of
+# the key by an angle proportional to the position: pair :math:`i` of a vector at
+# position :math:`p` turns by :math:`p\,\theta_i`, with :math:`\theta_i = 10000^{-2i/D}`
+# as in the sinusoids. :class:`attention.RotaryEmbedding` pairs dimension :math:`i` with
 # :math:`i + D/2` (the convention of GPT-NeoX and Llama):
 #
 # .. literalinclude:: ../../attention/positions.py
@@ -146,10 +152,11 @@ assert error < 1e-4
 #    :pyobject: RotaryEmbedding.forward
 #    :start-at: L, D = x.shape
 #
-# Rotations compose: :math:`R_m^\top R_n = R_{n-m}`. So the score of a query at :math:`m`
-# and a key at :math:`n` is :math:`\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle`:
-# it depends on the two positions only through their offset. Checked for random vectors,
-# positions and shifts, in float64:
+# Rotations compose: :math:`R_m^\top R_n = R_{n-m}`. So the score of a query at
+# :math:`m` and a key at :math:`n` is
+# :math:`\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle`: it depends on the
+# two positions only through their offset. Checked for random vectors, positions and
+# shifts, in float64:
 
 from attention import RotaryEmbedding
 
@@ -167,11 +174,11 @@ print(f"largest difference over 5000 pairs: {worst:.1e}")
 assert worst < 1e-11
 
 # %%
-# Because the low-frequency pairs turn slowly and the high-frequency ones fast, the rotated
-# copies of one vector drift apart with distance. Averaged over random vectors, the dot
-# product of a vector at position 0 with the same vector at position :math:`d` is
-# :math:`2\sum_i \cos(d\,\theta_i)`, which falls from :math:`D` towards 0 as :math:`d` grows
-# (the "long-term decay" of Su et al.):
+# Because the low-frequency pairs turn slowly and the high-frequency ones fast, the
+# rotated copies of one vector drift apart with distance. Averaged over random vectors,
+# the dot product of a vector at position 0 with the same vector at position :math:`d`
+# is :math:`2\sum_i \cos(d\,\theta_i)`, which falls from :math:`D` towards 0 as
+# :math:`d` grows (the "long-term decay" of Su et al.):
 
 distances = torch.arange(0, 1025)  # (d,)
 expected = 2 * torch.cos(rope.angles(len(distances))).sum(-1) / D  # (d, D/2) -> (d,)
@@ -196,10 +203,10 @@ ax.legend()
 _ = ax.set_title(f"RoPE: a vector against itself d positions away (D = {D})")
 
 # %%
-# Near positions keep most of the dot product; far ones keep much less and oscillate (the
-# mean printed above). Nothing forces a trained model to use this decay, but it gives every
-# head a built-in preference for nearby keys that it can overcome with large enough
-# query-key alignments.
+# Near positions keep most of the dot product; far ones keep much less and oscillate
+# (the mean printed above). Nothing forces a trained model to use this decay, but it
+# gives every head a built-in preference for nearby keys that it can overcome with large
+# enough query-key alignments.
 #
 # Inside a layer, the rotation goes between the projections and the scores.
 # :class:`attention.CausalSelfAttention` does it with ``rotary=True``; with a
@@ -211,9 +218,9 @@ _ = ax.set_title(f"RoPE: a vector against itself d positions away (D = {D})")
 #    :start-at: if self.rotary is not None
 #    :end-before: S = k.shape[2]
 #
-# The keys go into the cache already rotated, so a cached key never has to be rotated again.
-# A small untrained language model with RoPE generates the same tokens with and without the
-# cache:
+# The keys go into the cache already rotated, so a cached key never has to be rotated
+# again. A small untrained language model with RoPE generates the same tokens with and
+# without the cache:
 
 from attention import DecoderLM
 
@@ -237,11 +244,11 @@ assert torch.equal(with_cache, without_cache)
 # ALiBi: a penalty on distance
 # ----------------------------
 #
-# ALiBi (Press et al., 2022) leaves queries, keys and tokens alone and adds to every score a
-# penalty proportional to the distance between query and key,
+# ALiBi (Press et al., 2022) leaves queries, keys and tokens alone and adds to every
+# score a penalty proportional to the distance between query and key,
 # :math:`-m_h\,|i - j|`, with one fixed slope :math:`m_h` per head: a geometric sequence
-# :math:`2^{-8h/H}`, so some heads look mostly at the last few tokens and others far back.
-# :func:`attention.alibi_bias` builds it:
+# :math:`2^{-8h/H}`, so some heads look mostly at the last few tokens and others far
+# back. :func:`attention.alibi_bias` builds it:
 #
 # .. literalinclude:: ../../attention/positions.py
 #    :language: python
@@ -274,22 +281,24 @@ fig.colorbar(image, ax=axes, label="bias added to the score", shrink=0.8)
 _ = fig.suptitle(f"ALiBi bias of {H_alibi} heads (future keys masked, blank)")
 
 # %%
-# Head 1, with the largest slope printed above, penalises a key 8 positions back by 8 times
-# that slope, enough to all but ignore it; head 8, with the smallest, barely distinguishes any
-# of these positions. ALiBi has no table at all, so it takes sequences of
-# any length, and the penalty for a key :math:`d` back is the same wherever the query stands.
+# Head 1, with the largest slope printed above, penalises a key 8 positions back by 8
+# times that slope, enough to all but ignore it; head 8, with the smallest, barely
+# distinguishes any of these positions. ALiBi has no table at all, so it takes sequences
+# of any length, and the penalty for a key :math:`d` back is the same wherever the query
+# stands.
 
 # %%
 # A length experiment
 # -------------------
 #
-# Which scheme lets a model work on sequences longer than those it was trained on? The task
-# needs positions and nothing else: each sequence repeats a block of ``P = 8`` distinct random
-# tokens, so from position 8 on, the next token is always the one ``P`` positions back. The
-# first block cannot be predicted; the loss is measured on the rest, where a model that has
-# learned to look exactly 7 positions back and copy predicts every token. The sequences are
-# built from :func:`attention.data.make_repeated_sequences` (one block of distinct tokens)
-# tiled to the length wanted:
+# Which scheme lets a model work on sequences longer than those it was trained on? The
+# task needs positions and nothing else: each sequence repeats a block of ``P = 8``
+# distinct random tokens, so from position 8 on, the next token is always the one ``P``
+# positions back. The first block cannot be predicted; the loss is measured on the rest,
+# where a model that has learned to look exactly 7 positions back and copy predicts
+# every token. The sequences are built from
+# :func:`attention.data.make_repeated_sequences` (one block of distinct tokens) tiled to
+# the length wanted:
 
 from attention.data import make_repeated_sequences
 from attention.training import next_token_losses, train_lm
@@ -309,10 +318,10 @@ print(periodic(2, 24, seed=1))
 # %%
 # The same model, one layer of two heads with :math:`E = 32`, is trained five times at
 # length 32, once per scheme, each started from the same seed and trained on the same
-# batches (250 steps of 16 sequences, one CPU thread): ``"none"`` (the causal mask only),
-# ``"sinusoidal"``, ``"learned"`` (a table of ``max_len = 128`` rows, so longer tests run,
-# though rows 32 to 127 are never trained), ``"rotary"`` and ``"alibi"``. Then each is tested
-# on fresh sequences of lengths 32, 64 and 128.
+# batches (250 steps of 16 sequences, one CPU thread): ``"none"`` (the causal mask
+# only), ``"sinusoidal"``, ``"learned"`` (a table of ``max_len = 128`` rows, so longer
+# tests run, though rows 32 to 127 are never trained), ``"rotary"`` and ``"alibi"``.
+# Then each is tested on fresh sequences of lengths 32, 64 and 128.
 
 lengths = [32, 64, 128]
 train_tokens = periodic(2000, 32, seed=seed)
@@ -321,8 +330,9 @@ schemes = ["none", "sinusoidal", "learned", "rotary", "alibi"]
 losses, models, seconds = {}, {}, {}
 for scheme in schemes:
     torch.manual_seed(seed)
-    model = DecoderLM(V, embed_dim=32, num_heads=2, num_layers=1, max_len=128,
-                      positions=scheme)  # fmt: skip
+    model = DecoderLM(
+        V, embed_dim=32, num_heads=2, num_layers=1, max_len=128, positions=scheme
+    )
     if scheme == "learned":
         initial_rows = model.position_embedding.weight.detach().clone()  # (128, E)
     history = train_lm(
@@ -336,8 +346,9 @@ for scheme in schemes:
     )
     seconds[scheme] = history[-1]["seconds"]
     models[scheme] = model.eval()
-    losses[scheme] = [next_token_losses(model, test_tokens[n])[P - 1 :].mean().item()
-                      for n in lengths]  # fmt: skip
+    losses[scheme] = [
+        next_token_losses(model, test_tokens[n])[P - 1 :].mean().item() for n in lengths
+    ]
 
 chance = math.log(V)
 print(f"loss on the predictable tokens (uniform guess: ln {V} = {chance:.2f})")
@@ -375,25 +386,26 @@ for scheme in schemes:
 # sphinx_gallery_end_ignore
 
 # %%
-# What the table shows, on every seed and CPU this page was checked on (the assertions are in
-# the page's source):
+# What the table shows, on every seed and CPU this page was checked on (the assertions
+# are in the page's source):
 #
-# - Without positions (``none``) and with ALiBi alone, the model does not learn the task at
-#   any length: both losses stay above 2, not far below the uniform guess printed above. A
-#   causal mask lets a token count how many came before it, and ALiBi tells a head that
-#   nearer keys matter more, but neither gives one layer a way to point at *exactly*
-#   7 positions back. ALiBi was designed for language, where recency is what matters (Press
-#   et al. (2022) show it extrapolating on language modelling); a task that needs one exact
-#   offset is not language.
-# - Learned positions and RoPE learn it at length 32 (loss below 0.5) and lose it on longer
-#   sequences: at length 128 their loss is higher by more than 1.
+# - Without positions (``none``) and with ALiBi alone, the model does not learn the task
+#   at any length: both losses stay above 2, not far below the uniform guess printed
+#   above. A causal mask lets a token count how many came before it, and ALiBi tells a
+#   head that nearer keys matter more, but neither gives one layer a way to point at
+#   *exactly* 7 positions back. ALiBi was designed for language, where recency is what
+#   matters (Press et al. (2022) show it extrapolating on language modelling); a task
+#   that needs one exact offset is not language.
+# - Learned positions and RoPE learn it at length 32 (loss below 0.5) and lose it on
+#   longer sequences: at length 128 their loss is higher by more than 1.
 # - At length 128 no scheme has the task: every loss there is above 1.
 # - Sinusoidal positions learn it by an amount that varies with the seed, from fully to
 #   hardly at all in 250 steps; the table gives this run's numbers.
 #
-# Learned positions fail past 32 for a plain reason: their rows 32 to 127 were never used, so
-# they received no gradient (nor did row 31: the last position's prediction has no target).
-# AdamW's weight decay only shrank them, so each is still its random starting vector, scaled:
+# Learned positions fail past 32 for a plain reason: their rows 32 to 127 were never
+# used, so they received no gradient (nor did row 31: the last position's prediction has
+# no target). AdamW's weight decay only shrank them, so each is still its random
+# starting vector, scaled:
 
 rows = models["learned"].position_embedding.weight.detach()  # (128, E)
 cosine = torch.nn.functional.cosine_similarity(rows, initial_rows, dim=-1)  # (128,)
@@ -404,26 +416,28 @@ print(f"                              positions 31-127 at least {untrained.min()
 assert untrained.min() > 1 - 1e-6
 
 # %%
-# RoPE's failure matches what Press et al. (2022) measured on language models: rotary and
-# sinusoidal models degrade past their training length. The score RoPE learned for offset 7
-# is the same at every position, but on a longer sequence each query also meets keys at
-# distances never seen in training (beyond 31), whose rotation angles the model never learned
-# to score. Models trained with RoPE are taken to longer contexts by rescaling the angles and
-# training a little at the new length (position interpolation, Chen et al., 2023).
+# RoPE's failure matches what Press et al. (2022) measured on language models: rotary
+# and sinusoidal models degrade past their training length. The score RoPE learned for
+# offset 7 is the same at every position, but on a longer sequence each query also meets
+# keys at distances never seen in training (beyond 31), whose rotation angles the model
+# never learned to score. Models trained with RoPE are taken to longer contexts by
+# rescaling the angles and training a little at the new length (position interpolation,
+# Chen et al., 2023).
 #
 # What to remember
 # ----------------
 #
-# - Attention without positions is permutation-equivariant: it sees a set, not a sequence.
-# - Sinusoidal encodings add a fixed vector per position, and a shift by :math:`k` is one
-#   linear map; learned encodings are free rows of a table and say nothing about positions
-#   never trained.
+# - Attention without positions is permutation-equivariant: it sees a set, not a
+#   sequence.
+# - Sinusoidal encodings add a fixed vector per position, and a shift by :math:`k` is
+#   one linear map; learned encodings are free rows of a table and say nothing about
+#   positions never trained.
 # - RoPE rotates queries and keys so that every score depends only on the offset between
 #   the two positions; it lives inside each attention layer and works with a KV cache.
 # - ALiBi adds :math:`-m_h |i - j|` to the scores: no table, any length, a built-in
 #   preference for recent tokens.
-# - Measured, not assumed: on a task that needs one exact offset, trained at 32 tokens, none
-#   of the schemes carried the skill to 128 tokens here.
+# - Measured, not assumed: on a task that needs one exact offset, trained at 32 tokens,
+#   none of the schemes carried the skill to 128 tokens here.
 #
 # API used on this page: :class:`attention.PositionalEncoding`,
 # :class:`attention.RotaryEmbedding`, :func:`attention.alibi_bias`,

@@ -2,46 +2,47 @@
 Masks as functions, and FlexAttention
 =====================================
 
-The masks of :ref:`sphx_glr_tutorials_05_masks.py` are bool matrices: one entry per query and
-key. Every mask in use today also has a short *rule* behind it: a query sees the keys before
-it, or the last few of them, or the keys of its own document. PyTorch's FlexAttention
-(``torch.nn.attention.flex_attention``) takes the rule itself, as a Python function of the
-indices, and turns it into a kernel that skips every block of keys the rule excludes.
+The masks of :ref:`sphx_glr_tutorials_05_masks.py` are bool matrices: one entry per
+query and key. Every mask in use today also has a short *rule* behind it: a query sees
+the keys before it, or the last few of them, or the keys of its own document. PyTorch's
+FlexAttention (``torch.nn.attention.flex_attention``) takes the rule itself, as a Python
+function of the indices, and turns it into a kernel that skips every block of keys the
+rule excludes.
 
-This page writes four masks as such functions (causal, sliding window, packed documents and
-prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each against the
-bool mask or additive bias it replaces, in float64, shows how FlexAttention finds the blocks
-to skip, and measures what skipping saves for a sliding window as the sequence grows. It
-assumes the masks of :ref:`sphx_glr_tutorials_05_masks.py` and the block-wise computation of
-:ref:`sphx_glr_tutorials_13_memory_efficient.py`; ALiBi is introduced with the other
-position schemes in :ref:`sphx_glr_tutorials_16_positions.py`.
+This page writes four masks as such functions (causal, sliding window, packed documents
+and prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
+against the bool mask or additive bias it replaces, in float64, shows how FlexAttention
+finds the blocks to skip, and measures what skipping saves for a sliding window as the
+sequence grows. It assumes the masks of :ref:`sphx_glr_tutorials_05_masks.py` and the
+block-wise computation of :ref:`sphx_glr_tutorials_13_memory_efficient.py`; ALiBi is
+introduced with the other position schemes in :ref:`sphx_glr_tutorials_16_positions.py`.
 """
 
 # %%
 # A mask is a function of four indices
 # ------------------------------------
 #
-# FlexAttention asks for a ``mask_mod(b, h, q_idx, kv_idx)``: given a batch element, a head,
-# a query index and a key index, return ``True`` if that query may attend to that key (the
-# polarity of this package). :mod:`attention.flex` writes the package's masks this way. The
-# causal mask is one comparison:
+# FlexAttention asks for a ``mask_mod(b, h, q_idx, kv_idx)``: given a batch element, a
+# head, a query index and a key index, return ``True`` if that query may attend to that
+# key (the polarity of this package). :mod:`attention.flex` writes the package's masks
+# this way. The causal mask is one comparison:
 #
 # .. literalinclude:: ../../attention/flex.py
 #    :language: python
 #    :pyobject: causal
 #    :start-at: return
 #
-# The others take a parameter and return the function (FlexAttention's ``mask_mod`` has no
-# room for one). A sliding window keeps the ``window`` most recent keys, the query's own
-# included:
+# The others take a parameter and return the function (FlexAttention's ``mask_mod`` has
+# no room for one). A sliding window keeps the ``window`` most recent keys, the query's
+# own included:
 #
 # .. literalinclude:: ../../attention/flex.py
 #    :language: python
 #    :pyobject: sliding_window
 #    :start-at: def sliding_window_mask_mod
 #
-# Packed documents look the document of each index up in a table, and a prefix-LM lets every
-# query see the first ``prefix`` keys:
+# Packed documents look the document of each index up in a table, and a prefix-LM lets
+# every query see the first ``prefix`` keys:
 #
 # .. literalinclude:: ../../attention/flex.py
 #    :language: python
@@ -53,9 +54,9 @@ position schemes in :ref:`sphx_glr_tutorials_16_positions.py`.
 #    :pyobject: prefix_lm
 #    :start-at: def prefix_lm_mask_mod
 #
-# Only broadcasting operations appear in them, so a ``mask_mod`` called on a column of query
-# indices and a row of key indices builds the whole matrix at once. Each one equals the bool
-# mask built by :mod:`attention.masks`:
+# Only broadcasting operations appear in them, so a ``mask_mod`` called on a column of
+# query indices and a row of key indices builds the whole matrix at once. Each one
+# equals the bool mask built by :mod:`attention.masks`:
 
 import torch
 
@@ -69,7 +70,7 @@ from attention.masks import (
 from attention.repro import default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 L, window, lengths, prefix = 16, 4, [5, 7, 4], 6
@@ -111,21 +112,24 @@ axes[0].set_ylabel("query index")
 _ = fig.suptitle(f"Four masks as functions of (query, key), L = {L}")
 
 # %%
-# The sliding window is a band along the diagonal, so its number of allowed pairs grows as
-# ``L * window`` rather than :math:`L^2 / 2`. The documents are blocks on the diagonal: packed
-# into one row, each document attends only to itself (here bidirectionally; ``causal=True``
-# adds the triangle). The prefix-LM is the causal triangle with its top-left square filled in.
+# The sliding window is a band along the diagonal, so its number of allowed pairs grows
+# as ``L * window`` rather than :math:`L^2 / 2`. The documents are blocks on the
+# diagonal: packed into one row, each document attends only to itself (here
+# bidirectionally; ``causal=True`` adds the triangle). The prefix-LM is the causal
+# triangle with its top-left square filled in.
 #
 # FlexAttention, run eagerly
 # --------------------------
 #
-# ``flex_attention(query, key, value, score_mod=None, block_mask=None)`` computes attention
-# with the rule given by a *block mask*, which ``create_block_mask(mask_mod, N, H, L, S)``
-# derives from a ``mask_mod`` (``None`` for ``N`` or ``H`` means the same for every batch
-# element or head). Called as plain Python, ``flex_attention`` runs an unfused reference that
-# builds the whole score matrix; PyTorch warns about that, and the warning is printed here once
-# and then silenced. Unfused is what an exactness check wants: in float64, each ``mask_mod``
-# gives the same output as :func:`attention.scaled_dot_product_attention` with the bool mask.
+# ``flex_attention(query, key, value, score_mod=None, block_mask=None)`` computes
+# attention with the rule given by a *block mask*, which
+# ``create_block_mask(mask_mod, N, H, L, S)`` derives from a ``mask_mod`` (``None`` for
+# ``N`` or ``H`` means the same for every batch element or head). Called as plain
+# Python, ``flex_attention`` runs an unfused reference that builds the whole score
+# matrix; PyTorch warns about that, and the warning is printed here once and then
+# silenced. Unfused is what an exactness check wants: in float64, each ``mask_mod``
+# gives the same output as :func:`attention.scaled_dot_product_attention` with the bool
+# mask.
 
 import warnings
 
@@ -167,17 +171,17 @@ for name, (mask_mod, mask) in masks.items():
 #    :pyobject: alibi
 #    :start-at: slopes =
 #
-# Tanh soft-capping squashes every score into :math:`(-c, c)`, so no single key can take all
-# the weight (Gemma 2 caps its scores at :math:`c = 50`):
+# Tanh soft-capping squashes every score into :math:`(-c, c)`, so no single key can take
+# all the weight (Gemma 2 caps its scores at :math:`c = 50`):
 #
 # .. literalinclude:: ../../attention/flex.py
 #    :language: python
 #    :pyobject: softcap
 #    :start-at: def softcap_score_mod
 #
-# ALiBi with a causal block mask equals PyTorch's own
-# ``F.scaled_dot_product_attention`` with the bias (and ``-inf`` above the diagonal) as a
-# float mask; soft-capping equals its formula written out:
+# ALiBi with a causal block mask equals PyTorch's own ``F.scaled_dot_product_attention``
+# with the bias (and ``-inf`` above the diagonal) as a float mask; soft-capping equals
+# its formula written out:
 
 import math
 
@@ -211,12 +215,12 @@ assert (out - uncapped).abs().max() > 1e-3  # the cap does change the result
 # The block mask: which tiles to skip
 # -----------------------------------
 #
-# The fused kernel works as :func:`attention.tiled_attention` does, on tiles of 128 queries by
-# 128 keys. ``create_block_mask`` evaluates the ``mask_mod`` once, before any attention, and
-# sorts the tiles into three kinds: *empty* tiles, where no pair may attend, are never loaded
-# or computed; *full* tiles, where every pair may, are computed without evaluating the mask;
-# *partial* tiles apply it pair by pair. The block mask's ``sparsity()`` is the percentage of
-# tiles skipped. For sequences of 2048 tokens:
+# The fused kernel works as :func:`attention.tiled_attention` does, on tiles of 128
+# queries by 128 keys. ``create_block_mask`` evaluates the ``mask_mod`` once, before any
+# attention, and sorts the tiles into three kinds: *empty* tiles, where no pair may
+# attend, are never loaded or computed; *full* tiles, where every pair may, are computed
+# without evaluating the mask; *partial* tiles apply it pair by pair. The block mask's
+# ``sparsity()`` is the percentage of tiles skipped. For sequences of 2048 tokens:
 
 L_long, block = 2048, 128
 long_masks = {  # mask_mods and bool masks of 2048 x 2048
@@ -250,16 +254,18 @@ for name, (mask_mod, mask) in long_masks.items():
     sparsity = block_mask.sparsity()
     row = f"{total:>5}  {counts[0]:>5} {counts[1]:>7} {counts[2]:>4}"
     print(f"{name:<22} {row}  {sparsity:7.2f}%")
-    # The block mask found the same partial and full tiles, and skips exactly the empty ones.
+    # The block mask found the same partial and full tiles, and skips exactly the empty
+    # ones.
     assert int(block_mask.kv_num_blocks.sum()) == counts[1]
     assert int(block_mask.full_kv_num_blocks.sum()) == counts[2]
     assert math.isclose(sparsity, 100 * counts[0] / total)
 
 # %%
-# Each percentage is the share of the work never done. The causal mask skips almost half the
-# tiles, as any causal kernel does; the sliding window and the packed documents skip most of
-# them, and the larger the sequence the larger the share, since their allowed pairs grow as
-# :math:`L` while the tiles grow as :math:`L^2`. The tiles of the sliding window:
+# Each percentage is the share of the work never done. The causal mask skips almost half
+# the tiles, as any causal kernel does; the sliding window and the packed documents skip
+# most of them, and the larger the sequence the larger the share, since their allowed
+# pairs grow as :math:`L` while the tiles grow as :math:`L^2`. The tiles of the sliding
+# window:
 
 from matplotlib.colors import ListedColormap
 
@@ -278,19 +284,20 @@ assert ((band == 2).sum(-1) == 1).all() and ((band == 1).sum(-1) == 2).all()
 # sphinx_gallery_end_ignore
 
 # %%
-# Past the first two rows, each row of tiles holds one full tile and two partial ones (the
-# diagonal, and the far edge of the band); the rest is white, never touched. The work of a
-# row is the same at every length, so the total grows linearly.
+# Past the first two rows, each row of tiles holds one full tile and two partial ones
+# (the diagonal, and the far edge of the band); the rest is white, never touched. The
+# work of a row is the same at every length, so the total grows linearly.
 #
 # Compiling: what makes FlexAttention fast
 # ----------------------------------------
 #
-# Run eagerly, ``flex_attention`` skips nothing: it builds every score, as the warning says.
-# ``torch.compile(flex_attention)`` generates a fused kernel (Triton on a GPU, C++ on a CPU)
-# with the ``mask_mod`` and ``score_mod`` written into its inner loop and the block mask
-# telling it which tiles to visit. Generating it takes a C compiler and time, from seconds to
-# minutes, so this page compiles only when a compiler is found, in a separate process with a
-# time budget (``ATTENTION_COMPILE_BUDGET`` seconds, 20 by default), and prints which case ran.
+# Run eagerly, ``flex_attention`` skips nothing: it builds every score, as the warning
+# says. ``torch.compile(flex_attention)`` generates a fused kernel (Triton on a GPU, C++
+# on a CPU) with the ``mask_mod`` and ``score_mod`` written into its inner loop and the
+# block mask telling it which tiles to visit. Generating it takes a C compiler and time,
+# from seconds to minutes, so this page compiles only when a compiler is found, in a
+# separate process with a time budget (``ATTENTION_COMPILE_BUDGET`` seconds, 20 by
+# default), and prints which case ran.
 
 import os
 import shutil
@@ -342,15 +349,15 @@ else:
         print(f"skipped: compiling did not finish within {budget:g} s here")
 
 # %%
-# Where the compiled kernel ran, the two lines above give its time for each mask next to the
-# share of tiles it skipped; where it was skipped, the line says why. The next section
-# measures the same saving without a compiler.
+# Where the compiled kernel ran, the two lines above give its time for each mask next to
+# the share of tiles it skipped; where it was skipped, the line says why. The next
+# section measures the same saving without a compiler.
 #
 # A sliding window's cost as the sequence grows
 # ---------------------------------------------
 #
-# Skipping tiles can be written by hand: walk the queries a tile at a time, and give each tile
-# only the keys its window can reach, with the tile's part of
+# Skipping tiles can be written by hand: walk the queries a tile at a time, and give
+# each tile only the keys its window can reach, with the tile's part of
 # :func:`attention.sliding_window_mask`. Each query tile then sees at most
 # ``block + window - 1`` keys, however long the sequence:
 
@@ -384,12 +391,12 @@ print(f"tile by tile vs the whole masked matrix (float64): difference {error:.1e
 assert error < 1e-12
 
 # %%
-# Now the cost. The work of attention is :math:`4D` floating-point operations per query-key
-# pair (two multiply-adds per feature: one for the score, one for the weighted value). A full
-# causal mask has :math:`L(L+1)/2` pairs, a window of :math:`W` at most :math:`LW`. The times
-# are medians of repeated calls with one thread, in float32: the causal column is PyTorch's
-# fused causal kernel, which itself skips the tiles above the diagonal; the window column is
-# the loop above.
+# Now the cost. The work of attention is :math:`4D` floating-point operations per
+# query-key pair (two multiply-adds per feature: one for the score, one for the weighted
+# value). A full causal mask has :math:`L(L+1)/2` pairs, a window of :math:`W` at most
+# :math:`LW`. The times are medians of repeated calls with one thread, in float32: the
+# causal column is PyTorch's fused causal kernel, which itself skips the tiles above the
+# diagonal; the window column is the loop above.
 
 
 def median_ms(fn, *args):
@@ -449,32 +456,34 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 
 # %%
 # The causal work quadruples each time :math:`L` doubles, the window's only doubles (the
-# GFLOP columns, exact). Times measured on a machine that runs other work are noisier than
-# operation counts, and the figure's lines are less straight, but at the longest length the
-# window is faster by the factor printed above. This is the whole speed-up of FlexAttention,
-# and of sliding-window models such as Mistral (Jiang et al., 2023): the tiles the mask
-# excludes are never computed.
+# GFLOP columns, exact). Times measured on a machine that runs other work are noisier
+# than operation counts, and the figure's lines are less straight, but at the longest
+# length the window is faster by the factor printed above. This is the whole speed-up of
+# FlexAttention, and of sliding-window models such as Mistral (Jiang et al., 2023): the
+# tiles the mask excludes are never computed.
 #
 # What to remember
 # ----------------
 #
 # - A mask is a rule: ``mask_mod(b, h, q_idx, kv_idx) -> bool`` (causal, sliding window,
-#   packed documents, prefix-LM), and a bias is a ``score_mod(score, b, h, q_idx, kv_idx)``
-#   (ALiBi, soft-capping). Written with broadcasting operations, the same function also
-#   builds the bool matrix.
-# - ``create_block_mask`` evaluates the rule once and sorts the tiles into empty, partial and
-#   full; ``sparsity()`` is the share of tiles skipped, and skipping them is the speed-up.
+#   packed documents, prefix-LM), and a bias is a
+#   ``score_mod(score, b, h, q_idx, kv_idx)`` (ALiBi, soft-capping). Written with
+#   broadcasting operations, the same function also builds the bool matrix.
+# - ``create_block_mask`` evaluates the rule once and sorts the tiles into empty,
+#   partial and full; ``sparsity()`` is the share of tiles skipped, and skipping them is
+#   the speed-up.
 # - Eager ``flex_attention`` is unfused and exact (ideal for checking, in float64);
 #   ``torch.compile`` turns it into a fused kernel and needs a compiler.
-# - A sliding window makes attention linear in :math:`L`: each query tile sees a fixed number
-#   of keys.
+# - A sliding window makes attention linear in :math:`L`: each query tile sees a fixed
+#   number of keys.
 #
-# API used on this page: :func:`attention.flex.causal`, :func:`attention.flex.sliding_window`,
-# :func:`attention.flex.document`, :func:`attention.flex.prefix_lm`,
-# :func:`attention.flex.alibi`, :func:`attention.flex.softcap`,
-# :func:`attention.sliding_window_mask`, :func:`attention.document_mask`,
-# :func:`attention.prefix_lm_mask`, :func:`attention.causal_mask`, :func:`attention.alibi_bias`
-# and :func:`attention.scaled_dot_product_attention`.
+# API used on this page: :func:`attention.flex.causal`,
+# :func:`attention.flex.sliding_window`, :func:`attention.flex.document`,
+# :func:`attention.flex.prefix_lm`, :func:`attention.flex.alibi`,
+# :func:`attention.flex.softcap`, :func:`attention.sliding_window_mask`,
+# :func:`attention.document_mask`, :func:`attention.prefix_lm_mask`,
+# :func:`attention.causal_mask`, :func:`attention.alibi_bias` and
+# :func:`attention.scaled_dot_product_attention`.
 #
 # Next: attention over a sequence too long for one device, split across processes, in
 # :ref:`sphx_glr_tutorials_18_context_parallel.py`.

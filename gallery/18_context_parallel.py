@@ -2,18 +2,20 @@
 Attention across devices: context parallelism
 =============================================
 
-:ref:`sphx_glr_tutorials_13_memory_efficient.py` introduced the online softmax: attention over
-blocks of keys, merged one block at a time, that never builds the whole matrix of scores. The
-same merge is how attention scales past one device. When a sequence is too long for one GPU,
-each device holds a slice of it, and keys and values (or queries) move between devices.
+:ref:`sphx_glr_tutorials_13_memory_efficient.py` introduced the online softmax:
+attention over blocks of keys, merged one block at a time, that never builds the whole
+matrix of scores. The same merge is how attention scales past one device. When a
+sequence is too long for one GPU, each device holds a slice of it, and keys and values
+(or queries) move between devices.
 
-This page runs that for real. ``torch.distributed`` with the gloo backend runs several processes
-on one CPU, so the build of this page starts four processes that split a sequence between them
-and compute attention with three strategies from :mod:`attention.distributed`: a ring, an
-all-gather, and an all-to-all over heads (DeepSpeed-Ulysses). It checks them against
-single-process attention, counts the bytes each process sends, measures its peak memory, and
-shows why the causal mask needs a second way to split the sequence. The same code runs on NCCL
-across GPUs. It assumes the online softmax of page 13 and multi-head attention
+This page runs that for real. ``torch.distributed`` with the gloo backend runs several
+processes on one CPU, so the build of this page starts four processes that split a
+sequence between them and compute attention with three strategies from
+:mod:`attention.distributed`: a ring, an all-gather, and an all-to-all over heads
+(DeepSpeed-Ulysses). It checks them against single-process attention, counts the bytes
+each process sends, measures its peak memory, and shows why the causal mask needs a
+second way to split the sequence. The same code runs on NCCL across GPUs. It assumes the
+online softmax of page 13 and multi-head attention
 (:ref:`sphx_glr_tutorials_04_multi_head.py`).
 """
 
@@ -21,16 +23,17 @@ across GPUs. It assumes the online softmax of page 13 and multi-head attention
 # Why one device runs out
 # -----------------------
 #
-# A decoder layer keeps the keys and values of the whole sequence, and training keeps every
-# layer's activations for the backward pass; both grow linearly with the sequence length L.
-# Take a model with 32 heads of dimension 128 in bfloat16 (2 bytes a number) and 32 layers:
+# A decoder layer keeps the keys and values of the whole sequence, and training keeps
+# every layer's activations for the backward pass; both grow linearly with the sequence
+# length L. Take a model with 32 heads of dimension 128 in bfloat16 (2 bytes a number)
+# and 32 layers:
 
 import torch
 
 from attention.repro import default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" when there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}")
 
 heads, head_dim, layers, number = 32, 128, 32, 2
@@ -42,19 +45,21 @@ for L in (8_192, 131_072, 1_048_576):
     print(f"{L:>8}  {kv / 2**30:16.1f} GiB  {activations / 2**30:30.1f} GiB")
 
 # %%
-# Even with the online softmax, which removes the :math:`L^2` scores, a million tokens need
-# more memory for K, V and a few activations than one accelerator has. This page runs on the
-# CPU, where the limit is the machine's memory; on a GPU it is the device's. The way out is to
-# split the sequence: with P devices, each holds L/P positions of every tensor, and the
-# attention layer, the only place where positions meet, moves what it needs between them.
+# Even with the online softmax, which removes the :math:`L^2` scores, a million tokens
+# need more memory for K, V and a few activations than one accelerator has. This page
+# runs on the CPU, where the limit is the machine's memory; on a GPU it is the device's.
+# The way out is to split the sequence: with P devices, each holds L/P positions of
+# every tensor, and the attention layer, the only place where positions meet, moves what
+# it needs between them.
 #
 # Splitting the sequence
 # ----------------------
 #
-# :func:`attention.distributed.shard_sequence` gives rank r its part. The contiguous layout
-# cuts the sequence into P chunks. Under a causal mask it is unfair: the first rank's queries
-# see only the first chunk of keys, the last rank's see all of them. The zigzag layout cuts the
-# sequence into 2P chunks and gives rank r chunks r and 2P - 1 - r, an early one and a late one:
+# :func:`attention.distributed.shard_sequence` gives rank r its part. The contiguous
+# layout cuts the sequence into P chunks. Under a causal mask it is unfair: the first
+# rank's queries see only the first chunk of keys, the last rank's see all of them. The
+# zigzag layout cuts the sequence into 2P chunks and gives rank r chunks r and 2P - 1 -
+# r, an early one and a late one:
 
 from attention.distributed import shard_sequence
 
@@ -68,8 +73,8 @@ for zigzag in (False, True):
         print(f"  rank {rank}: positions {mine.int().flatten().tolist()}")
 
 # %%
-# The figure colours each allowed (query, key) pair of a causal mask by the rank that owns the
-# query: that rank computes the pair.
+# The figure colours each allowed (query, key) pair of a causal mask by the rank that
+# owns the query: that rank computes the pair.
 
 import matplotlib.pyplot as plt
 from matplotlib.colors import ListedColormap
@@ -93,19 +98,22 @@ colourbar.set_label("rank that computes the pair")
 _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 
 # %%
-# In the contiguous layout the last rank's band is the widest triangle slice; in the zigzag
-# layout every rank owns one short row band and one long one, and the areas match.
+# In the contiguous layout the last rank's band is the widest triangle slice; in the
+# zigzag layout every rank owns one short row band and one long one, and the areas
+# match.
 #
 # Three strategies
 # ----------------
 #
-# Every function takes the local shards (N, H, L/P, D) of the queries, keys and values and
-# returns the local shard of the output, for either layout (``zigzag=True``), causal or not.
+# Every function takes the local shards (N, H, L/P, D) of the queries, keys and values
+# and returns the local shard of the output, for either layout (``zigzag=True``), causal
+# or not.
 #
-# **Ring attention** (Liu et al., 2023). Each rank keeps its queries; the key/value shards
-# travel around a ring of processes. At each step a rank starts sending the shard it holds to
-# the next rank, computes its queries' partial softmax sums over it, and merges them into its
-# running sums with the same step as :func:`attention.tiled_attention`:
+# **Ring attention** (Liu et al., 2023). Each rank keeps its queries; the key/value
+# shards travel around a ring of processes. At each step a rank starts sending the shard
+# it holds to the next rank, computes its queries' partial softmax sums over it, and
+# merges them into its running sums with the same step as
+# :func:`attention.tiled_attention`:
 #
 # .. literalinclude:: ../../attention/functional.py
 #    :language: python
@@ -119,21 +127,21 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 #    :language: python
 #    :pyobject: _RingAttention.forward
 #
-# The backward pass is a custom ``autograd.Function`` too: the keys and values go around the
-# ring once more, and their gradients travel with them and end at their owner.
+# The backward pass is a custom ``autograd.Function`` too: the keys and values go around
+# the ring once more, and their gradients travel with them and end at their owner.
 #
-# **All-gather attention** (as in Llama 3's context parallelism, Llama Team, 2024). Every rank
-# gathers all keys and values, then attends locally. Its backward pass sends each slice of the
-# gathered gradients to the rank that owns it (a reduce-scatter):
+# **All-gather attention** (as in Llama 3's context parallelism, Llama Team, 2024).
+# Every rank gathers all keys and values, then attends locally. Its backward pass sends
+# each slice of the gathered gradients to the rank that owns it (a reduce-scatter):
 #
 # .. literalinclude:: ../../attention/distributed.py
 #    :language: python
 #    :pyobject: all_gather_attention
 #    :start-at: group, rank, world_size
 #
-# **Ulysses attention** (Jacobs et al., 2023). An all-to-all turns sequence shards into head
-# shards: each rank then holds every position of H/P heads, attends as on one device, and a
-# second all-to-all turns the output back:
+# **Ulysses attention** (Jacobs et al., 2023). An all-to-all turns sequence shards into
+# head shards: each rank then holds every position of H/P heads, attends as on one
+# device, and a second all-to-all turns the output back:
 #
 # .. literalinclude:: ../../attention/distributed.py
 #    :language: python
@@ -142,16 +150,17 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # Running them on four processes
 # ------------------------------
 #
-# :func:`attention.distributed.spawn` starts the processes (gloo, talking over 127.0.0.1 only)
-# and runs one function of the package on each; :func:`attention.distributed.run_cases` runs a
-# list of cases on every rank and returns what it measured. One start of four processes does
-# everything on this page, because starting Python and PyTorch costs more than the cases:
+# :func:`attention.distributed.spawn` starts the processes (gloo, talking over 127.0.0.1
+# only) and runs one function of the package on each;
+# :func:`attention.distributed.run_cases` runs a list of cases on every rank and returns
+# what it measured. One start of four processes does everything on this page, because
+# starting Python and PyTorch costs more than the cases:
 #
-# - every strategy, in both layouts, causal and not, in float64: the output and the gradients
-#   of the queries, keys and values against ``F.scaled_dot_product_attention`` on the whole
-#   sequence in one process, and the bytes each rank sends;
-# - the forward pass of every strategy in float32 on a longer sequence, on groups of the first
-#   1, 2 and 4 ranks, measuring the peak memory of each rank.
+# - every strategy, in both layouts, causal and not, in float64: the output and the
+#   gradients of the queries, keys and values against ``F.scaled_dot_product_attention``
+#   on the whole sequence in one process, and the bytes each rank sends;
+# - the forward pass of every strategy in float32 on a longer sequence, on groups of the
+#   first 1, 2 and 4 ranks, measuring the peak memory of each rank.
 
 import time
 
@@ -174,7 +183,9 @@ memory_cases = [
 start = time.monotonic()
 per_rank = spawn(run_cases, checks + memory_cases, seed, nproc=4, timeout=300)
 elapsed = time.monotonic() - start
-print(f"4 processes (gloo, cpu) ran {len(checks + memory_cases)} cases in {elapsed:.1f} s")
+print(
+    f"4 processes (gloo, cpu) ran {len(checks + memory_cases)} cases in {elapsed:.1f} s"
+)
 results = [list(case) for case in zip(*per_rank, strict=True)]  # results[case][rank]
 check_results, memory_results = results[: len(checks)], results[len(checks) :]
 
@@ -182,7 +193,8 @@ check_results, memory_results = results[: len(checks)], results[len(checks) :]
 # Exactly single-process attention
 # --------------------------------
 #
-# The largest difference over the four ranks, for the output and for the three gradients:
+# The largest difference over the four ranks, for the output and for the three
+# gradients:
 
 print("strategy     causal  layout       output   gradients")
 for case, ranks in zip(checks, check_results, strict=True):
@@ -194,18 +206,19 @@ for case, ranks in zip(checks, check_results, strict=True):
     assert out < 1e-12 and grad < 1e-12
 
 # %%
-# Every strategy gives single-process attention to rounding, forward and backward, in both
-# layouts. The gradients are worth this check: each backward pass here (the ring's, the
-# all-gather's reduce-scatter, the all-to-all's) is a small ``autograd.Function`` written by
-# hand, and a collective whose forward pass is right can still have a wrong backward pass.
+# Every strategy gives single-process attention to rounding, forward and backward, in
+# both layouts. The gradients are worth this check: each backward pass here (the ring's,
+# the all-gather's reduce-scatter, the all-to-all's) is a small ``autograd.Function``
+# written by hand, and a collective whose forward pass is right can still have a wrong
+# backward pass.
 #
 # Bytes sent per rank
 # -------------------
 #
 # :func:`attention.distributed.count_work` adds up the tensors each rank passes to the
-# collectives. With b the bytes of one rank's shard of K and P ranks, a ring step sends K and
-# V once, an all-gather sends a rank's tensor to the P - 1 others, and an all-to-all sends the
-# (P - 1)/P of its input that belongs elsewhere
+# collectives. With b the bytes of one rank's shard of K and P ranks, a ring step sends
+# K and V once, an all-gather sends a rank's tensor to the P - 1 others, and an
+# all-to-all sends the (P - 1)/P of its input that belongs elsewhere
 # (:func:`attention.distributed.bytes_formula` writes it out):
 
 print(f"bytes sent by each rank, P = 4, b = {check_results[0][0]['shard_bytes']} bytes")
@@ -228,17 +241,17 @@ for case, ranks in zip(checks, check_results, strict=True):
     )
 
 # %%
-# The measured counts equal the formulas on every rank and in every case (asserted). Forward,
-# the ring and the all-gather move the same :math:`2(P-1)b`; the ring's backward pass moves
-# more, because the gradients of K and V travel around the whole ring to get home. Ulysses
-# moves :math:`4(P-1)b/P` each way: less than the others, and it stays below :math:`4b` however
-# many ranks there are, while the others grow with P.
+# The measured counts equal the formulas on every rank and in every case (asserted).
+# Forward, the ring and the all-gather move the same :math:`2(P-1)b`; the ring's
+# backward pass moves more, because the gradients of K and V travel around the whole
+# ring to get home. Ulysses moves :math:`4(P-1)b/P` each way: less than the others, and
+# it stays below :math:`4b` however many ranks there are, while the others grow with P.
 #
 # Causal work per rank
 # --------------------
 #
-# :func:`attention.distributed.count_work` also counts the multiply-adds of the blocks of
-# scores each rank computes; a causal block wholly in the future is skipped.
+# :func:`attention.distributed.count_work` also counts the multiply-adds of the blocks
+# of scores each rank computes; a causal block wholly in the future is skipped.
 
 strategies = list(STRATEGIES)
 flops = {}
@@ -257,7 +270,10 @@ assert all(len(set(flops["ulysses", z])) == 1 for z in (False, True))
 
 fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
 width = 0.38
-for offset, zigzag, colour in ((-width / 2, False, "#D55E00"), (width / 2, True, "#0072B2")):
+for offset, zigzag, colour in (
+    (-width / 2, False, "#D55E00"),
+    (width / 2, True, "#0072B2"),
+):
     counts = flops["ring", zigzag]
     label = "zigzag" if zigzag else "contiguous"
     ax.bar([r + offset for r in range(4)], counts, width, label=label, color=colour)
@@ -268,16 +284,18 @@ _ = ax.legend(title="layout")
 
 # %%
 # With the contiguous layout the last rank computes several times the work of the first
-# (the ratio printed above), and the whole ring waits for it at every step. With zigzag the
-# bars are level. Ulysses is balanced either way: each rank holds every position of its heads.
+# (the ratio printed above), and the whole ring waits for it at every step. With zigzag
+# the bars are level. Ulysses is balanced either way: each rank holds every position of
+# its heads.
 #
 # Peak memory per rank
 # --------------------
 #
-# The forward pass of each strategy on L = 1024 positions (N = 1, H = 4, D = 64, float32), run
-# by groups of 1, 2 and 4 of the processes. Each process measures its own extra peak memory:
-# the peak of its resident memory during the call (Linux's ``VmHWM``) minus the resident memory
-# before it, with the inputs already in place (elsewhere it is not measured).
+# The forward pass of each strategy on L = 1024 positions (N = 1, H = 4, D = 64,
+# float32), run by groups of 1, 2 and 4 of the processes. Each process measures its own
+# extra peak memory: the peak of its resident memory during the call (Linux's ``VmHWM``)
+# minus the resident memory before it, with the inputs already in place (elsewhere it is
+# not measured).
 
 peaks = {s: {} for s in STRATEGIES}
 for case, ranks in zip(memory_cases, memory_results, strict=True):
@@ -305,18 +323,18 @@ else:
 
 # %%
 # Every strategy computes one block of scores at a time: the ring and the all-gather an
-# (L/P) by (L/P) block for each of the H heads, Ulysses the same block for its H/P heads only.
-# Those blocks dominate at this size, so each rank's memory at P = 4 is well under half of
-# what one process needs (the table and the figure). What P does not divide is the whole
-# sequence's keys and values that the all-gather holds on every rank:
+# (L/P) by (L/P) block for each of the H heads, Ulysses the same block for its H/P heads
+# only. Those blocks dominate at this size, so each rank's memory at P = 4 is well under
+# half of what one process needs (the table and the figure). What P does not divide is
+# the whole sequence's keys and values that the all-gather holds on every rank:
 
 kv_mib = 2 * LARGE[0] * LARGE[1] * LARGE[2] * LARGE[3] * 4 / 2**20
 print(f"K and V of the whole sequence: {kv_mib:.1f} MiB per rank, whatever P")
 
 # %%
-# That is small next to the scores here, so this run cannot show it. Inside each rank a fused
-# kernel (page 13) would remove the blocks of scores, and then the keys and values held are
-# what is left.
+# That is small next to the scores here, so this run cannot show it. Inside each rank a
+# fused kernel (page 13) would remove the blocks of scores, and then the keys and values
+# held are what is left.
 
 # sphinx_gallery_start_ignore
 if measured:
@@ -331,38 +349,43 @@ if measured:
 # When each strategy fits
 # -----------------------
 #
-# What this page measured: all three give the same numbers as attention on one process; with P
-# ranks, Ulysses sends the fewest bytes, and the ring and the all-gather the same number forward;
-# the contiguous layout leaves the causal work unbalanced, and zigzag levels it.
+# What this page measured: all three give the same numbers as attention on one process;
+# with P ranks, Ulysses sends the fewest bytes, and the ring and the all-gather the same
+# number forward; the contiguous layout leaves the causal work unbalanced, and zigzag
+# levels it.
 #
 # What it could not measure on one CPU, from the papers:
 #
-# - **Ring** (Liu et al., 2023) overlaps each step's transfer with the next block's compute,
-#   so on fast links the communication hides behind the arithmetic; it works with any number
-#   of heads, and no rank ever holds more than two key/value shards.
+# - **Ring** (Liu et al., 2023) overlaps each step's transfer with the next block's
+#   compute, so on fast links the communication hides behind the arithmetic; it works
+#   with any number of heads, and no rank ever holds more than two key/value shards.
 # - **Ulysses** (Jacobs et al., 2023) needs the number of heads to divide by P (and with
-#   grouped-query attention, few key/value heads limit P), but moves the least data, in a few
-#   large all-to-alls that fast interconnects within a node handle well.
-# - **All-gather** (Llama Team, 2024) is the simplest: one collective, and the attention kernel
-#   of one device unchanged. Its price is holding the whole sequence's keys and values on
-#   every rank; Llama 3 accepts it because with grouped-query attention K and V are much
-#   smaller than the queries.
+#   grouped-query attention, few key/value heads limit P), but moves the least data, in
+#   a few large all-to-alls that fast interconnects within a node handle well.
+# - **All-gather** (Llama Team, 2024) is the simplest: one collective, and the attention
+#   kernel of one device unchanged. Its price is holding the whole sequence's keys and
+#   values on every rank; Llama 3 accepts it because with grouped-query attention K and
+#   V are much smaller than the queries.
 #
-# The command ``python -m attention.distributed --nproc 4 --strategy ring --seq-len 8192
-# --causal`` runs one strategy on local processes and prints the same check and measurements;
-# under ``torchrun`` the same command runs on several GPUs or machines.
+# The command
+# ``python -m attention.distributed --nproc 4 --strategy ring --seq-len 8192 --causal``
+# runs one strategy on local processes and prints the same check and measurements; under
+# ``torchrun`` the same command runs on several GPUs or machines.
 #
 # What to remember
 # ----------------
 #
-# - Split along the sequence, attention is the only layer whose positions meet; the online
-#   softmax merge of page 13 puts the partial results from other devices together exactly.
-# - Ring attention moves keys and values between neighbours step by step; all-gather attention
-#   collects them all at once; Ulysses trades the sequence split for a head split.
-# - Under a causal mask, a contiguous split gives the last rank several times the work of the
-#   first; the zigzag split gives each rank an early and a late chunk and balances it.
-# - Check every distributed gradient against one process: a collective that looks right can
-#   have a wrong backward pass.
+# - Split along the sequence, attention is the only layer whose positions meet; the
+#   online softmax merge of page 13 puts the partial results from other devices together
+#   exactly.
+# - Ring attention moves keys and values between neighbours step by step; all-gather
+#   attention collects them all at once; Ulysses trades the sequence split for a head
+#   split.
+# - Under a causal mask, a contiguous split gives the last rank several times the work
+#   of the first; the zigzag split gives each rank an early and a late chunk and
+#   balances it.
+# - Check every distributed gradient against one process: a collective that looks right
+#   can have a wrong backward pass.
 #
 # API used on this page: :func:`attention.distributed.shard_sequence`,
 # :func:`attention.distributed.spawn`, :func:`attention.distributed.run_cases`,
