@@ -9,7 +9,16 @@ rounding. This module runs a page the way a reader runs its download (``python p
 ``make robust`` runs every page over seeds 0-9 and every capability this CPU has, and writes the
 weakest margin of each claim to ``tests/docs/claims.md``::
 
-    python tests/docs/sweep.py [--pages REGEX] [--seeds 0-9] [--jobs 2]
+    python tests/docs/sweep.py [--pages REGEX] [--seeds 0-9] [--jobs 2] [--log runs.jsonl]
+
+Each finished run is appended to the ``--log`` file as it ends (one JSON line: the run and its
+claims), so an interrupted sweep keeps what it did, and sweeps of different pages, made at
+different times, combine into one table::
+
+    python tests/docs/sweep.py --from-logs a.jsonl b.jsonl --out tests/docs/claims.md
+
+A page that appears in several logs is taken from the newest log that has it, whole, so a page
+changed and swept again replaces its older runs.
 
 ``tests/docs/test_claims_hold.py`` runs the pages that train or sample under a few of these
 settings in every ``make test``.
@@ -25,7 +34,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +141,41 @@ def run_page(page: Path, *, seed: int, capability: str, threads: int) -> Run:
     return run
 
 
+def write_log(log: Path, run: Run, lock: threading.Lock) -> None:
+    """Append ``run`` to the JSON-lines file ``log``."""
+    record = {
+        "page": run.page,
+        "seed": run.seed,
+        "capability": run.capability,
+        "threads": run.threads,
+        "returncode": run.returncode,
+        "seconds": round(run.seconds, 2),
+        "output_tail": run.output[-3000:],
+        "claims": run.claims or [],
+    }
+    with lock, log.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def read_logs(logs: list[Path]) -> list[Run]:
+    """The runs of ``logs`` (oldest first); each page comes whole from the last log with it."""
+    by_log = []
+    for log in logs:
+        runs = []
+        for line in log.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                run = Run(r["page"], r["seed"], r["capability"], r["threads"], r["returncode"])
+                run.seconds, run.output, run.claims = r["seconds"], r["output_tail"], r["claims"]
+                runs.append(run)
+        by_log.append(runs)
+    newest: dict[str, int] = {}
+    for i, runs in enumerate(by_log):
+        for run in runs:
+            newest[run.page] = i
+    return [run for i, runs in enumerate(by_log) for run in runs if newest[run.page] == i]
+
+
 def margins_table(runs: list[Run], *, seeds: list[int], capabilities: list[str]) -> str:
     """The Markdown table of the weakest margin of every claim over ``runs``."""
     import torch
@@ -150,7 +196,12 @@ def margins_table(runs: list[Run], *, seeds: list[int], capabilities: list[str])
         "whose claims depend on a trained or random model.",
         "",
         f"torch {torch.__version__}, {datetime.date.today().isoformat()}, "
-        f"{len(runs)} runs, {sum(not r.ok for r in runs)} failed.",
+        f"{len(runs)} runs, {sum(not r.ok for r in runs)} failed. Runs per page:",
+        "",
+        *(
+            f"- {page}: {count}"
+            for page, count in sorted(Counter(run.page for run in runs).items())
+        ),
         "",
         "| page | claim | bound | values seen | runs | weakest margin | at |",
         "|---|---|---|---|---|---|---|",
@@ -195,7 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--training-only", action="store_true", help="pages that train only")
     parser.add_argument("--jobs", type=int, default=2, help="pages run at once")
     parser.add_argument("--out", type=Path, default=CLAIMS_MD)
+    parser.add_argument("--log", type=Path, help="append each finished run here (JSON lines)")
+    parser.add_argument(
+        "--from-logs", type=Path, nargs="+", help="write the table from these logs; run nothing"
+    )
     args = parser.parse_args(argv)
+
+    if args.from_logs:
+        runs = read_logs(args.from_logs)
+        seeds = sorted({run.seed for run in runs})
+        capabilities = sorted({run.capability for run in runs}, key=CAPABILITIES.index)
+        args.out.write_text(margins_table(runs, seeds=seeds, capabilities=capabilities))
+        print(f"wrote {args.out} from {len(runs)} runs")
+        return 0 if all(run.ok for run in runs) else 1
 
     seeds = _int_range(args.seeds)
     capabilities = args.capabilities.split(",") if args.capabilities else supported_capabilities()
@@ -213,9 +276,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    lock = threading.Lock()
+
     def one(job):
         page, seed, capability = job
         run = run_page(page, seed=seed, capability=capability, threads=1 + seed % 2)
+        if args.log:
+            write_log(args.log, run, lock)
         status = "ok" if run.ok else "FAILED"
         print(f"{status:6} {run.seconds:5.1f} s  {run.describe()}", flush=True)
         return run
