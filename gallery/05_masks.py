@@ -206,7 +206,8 @@ assert earlier == 0 and last > 0
 # 3. **A mask that peeks.** ``torch.ones(L, L, dtype=torch.bool).tril(diagonal=1)`` lets
 #    every token also see the next one. With it instead of ``causal``, does the output
 #    of token 0 of the first sentence still ignore a change to token 1?
-#
+
+# %%
 # .. solution 1
 #
 # Sum ``min(i + 1, n)`` over the ``S`` queries; the mask's own count is

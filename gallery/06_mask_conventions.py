@@ -486,6 +486,8 @@ assert nan_after.sum() > nan_before.sum() and (nan_after & left[:, 0, 0]).any()
 # rows of the table, are the behaviour to want.
 
 # %%
+# .. _bottom-right-causal:
+#
 # ``is_causal`` and where the diagonal sits
 # -----------------------------------------
 #
@@ -644,7 +646,8 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 #    of ``causal_mask(7)`` are ``causal_mask(3, 7)``, and which are the mask that
 #    ``is_causal=True`` uses? Check both, and check the second against
 #    ``F.scaled_dot_product_attention`` in float64.
-#
+
+# %%
 # .. solution 1
 #
 # A key is padding when its position is at least the sentence's length.
