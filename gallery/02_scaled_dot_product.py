@@ -430,10 +430,9 @@ plt.show()
 #   products work on the last two axes, so any batch or head dimensions in front ride
 #   along, as above.
 # - The ``mask`` lines: a mask is a bool tensor with ``True`` where a query may attend
-#   to a key. Blocked scores are replaced by the most negative finite number before the
-#   softmax, so they get weight 0, and the weights are zeroed again after it, which
-#   covers a query that may attend to nothing at all (its output is then 0, not NaN).
-#   Masks are the subject of :ref:`sphx_glr_tutorials_05_masks.py`.
+#   to a key, and a blocked key gets weight exactly 0 (how these two lines do it, and
+#   why both: :ref:`blocking-keys`). Masks are the subject of
+#   :ref:`sphx_glr_tutorials_05_masks.py`.
 # - ``dropout_p`` randomly zeroes weights whenever it is positive (the modules pass 0 in
 #   evaluation mode); it is 0 by default.
 #

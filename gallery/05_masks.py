@@ -1,18 +1,18 @@
 """
-Masks and their conventions
-===========================
+Building masks
+==============
 
 A mask decides which keys a query may attend to. Two masks do almost all the work: the
 *causal* (look-ahead) mask, which stops a token from reading the tokens after it, and
 the *padding* mask, which stops every token from reading the filler tokens that make
-sentences of different lengths fit in one batch. This page builds both, draws them, and
-then puts every mask convention found in PyTorch side by side, computed on the same
-example: they all give the same outputs once converted, and they differ in what happens
-at the edges: half precision, a query with no key left, and causal masks with more keys
-than queries.
+sentences of different lengths fit in one batch. This page builds both, draws them,
+combines them, applies them to a multi-head attention layer and checks what they do to
+its weights and outputs.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own convention,
-used everywhere, is a **bool** mask where ``True`` means *may attend*.
+used everywhere, is a **bool** mask where ``True`` means *may attend*; PyTorch's other
+conventions, and what happens at their edges, are the subject of the next page,
+:ref:`sphx_glr_tutorials_06_mask_conventions.py`.
 """
 
 # %%
@@ -21,7 +21,7 @@ used everywhere, is a **bool** mask where ``True`` means *may attend*.
 
 import torch
 
-from attention.repro import claim, default_device, seed_everything
+from attention.repro import default_device, seed_everything
 
 device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
@@ -33,7 +33,8 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #
 # In a model that predicts the next token, token ``i`` may only look at tokens ``0..i``:
 # the mask is lower-triangular. :func:`attention.causal_mask` builds it (the ``S``
-# argument and the ``diagonal=S - L`` come back at the end of the page):
+# argument and the ``diagonal=S - L``, for more keys than queries, are on
+# :ref:`sphx_glr_tutorials_06_mask_conventions.py`):
 #
 # .. literalinclude:: ../../attention/masks.py
 #    :language: python
@@ -126,7 +127,8 @@ plt.show()
 # ---------------------------------
 #
 # Blocked keys never reach the softmax: their weights are exactly 0, and the weights
-# that are left still sum to 1 in every row. Here is a small
+# that are left still sum to 1 in every row (the two lines that do it, and why each,
+# are in :ref:`blocking-keys`). Here is a small
 # :class:`attention.MultiHeadAttention` on random token vectors, with the combined mask:
 
 from attention import MultiHeadAttention, plot_attention
@@ -170,549 +172,91 @@ print(
 )
 assert earlier == 0 and last > 0
 
-# %%
-# Conventions in PyTorch
-# ----------------------
-#
-# PyTorch has more than one way of saying "blocked":
-#
-# - ``F.scaled_dot_product_attention``'s bool ``attn_mask``: ``True`` = may attend, the
-#   same as this package.
-# - ``nn.MultiheadAttention``'s bool ``attn_mask`` and ``key_padding_mask``: ``True`` =
-#   **blocked**, the opposite.
-# - Additive float masks, accepted by both: the mask is *added* to the scores, so ``0``
-#   lets a key through and a very negative number blocks it. The textbook value is
-#   ``-inf``; much code uses ``-1e9`` or ``-1e20`` instead.
-#
-# The package converts only in :mod:`attention.masks`. For ``nn.MultiheadAttention`` the
-# causal mask becomes an ``attn_mask`` (:func:`attention.masks.to_torch_attn_mask`,
-# which returns ``~mask``) and the padding mask a ``key_padding_mask`` of shape
-# ``(N, S)``:
-#
-# .. literalinclude:: ../../attention/masks.py
-#    :language: python
-#    :pyobject: to_torch_key_padding_mask
-#
-# The table below is computed, not typed: for each convention it builds the mask from
-# the same ``causal & padding``, reads the value it uses for "may attend" and for
-# "blocked", runs the attention, and prints the largest difference from this package's
-# output ("ours"). The function rows run on per-head tensors ``(N, H, L, D)``, with
-# ``F.sdpa`` short for ``F.scaled_dot_product_attention``; the module rows run
-# ``nn.MultiheadAttention`` and :meth:`attention.MultiHeadAttention.from_torch`, a copy
-# of it with every weight.
-
-import torch.nn.functional as F
-from torch import nn
-
-from attention import scaled_dot_product_attention
-from attention.masks import (
-    from_torch_masks,
-    to_torch_attn_mask,
-    to_torch_key_padding_mask,
-)
-
-D = 8
-q, k, v = torch.randn(3, N, H, L, D, device=device).unbind(0)  # each (N, H, L, D)
-torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device)
-ours = MultiHeadAttention.from_torch(torch_mha)
-# Sentence 1, head axis 0: query 2 may attend to key 0; query 0 may not attend to key 1.
-allowed_at, blocked_at = (1, 0, 2, 0), (1, 0, 0, 1)
-assert both[allowed_at] and not both[blocked_at]
-
-
-def additive(blocked_value):
-    """An additive float mask: 0 where a key may be attended to, ``blocked_value``
-    elsewhere.
-    """
-    return torch.zeros(both.shape, device=device).masked_fill(~both, blocked_value)
-
-
-def shown(value):
-    value = value.item()
-    return str(value) if isinstance(value, bool) else f"{value:g}"
-
-
-table = []
-
-
-def add_row(path, argument, mask, allowed_at, blocked_at, output, reference):
-    """One line of the table: the mask's dtype and values, and the output's distance."""
-    difference = (output - reference).abs().max().item()
-    dtype = str(mask.dtype).removeprefix("torch.")
-    table.append(
-        (
-            path,
-            argument,
-            dtype,
-            shown(mask[allowed_at]),
-            shown(mask[blocked_at]),
-            f"{difference:.1e}",
-        )
-    )
-
-
-with torch.no_grad():
-    reference, _ = scaled_dot_product_attention(q, k, v, both)  # (N, H, L, D)
-    add_row(
-        "ours, function", "mask", both, allowed_at, blocked_at, reference, reference
-    )
-    output = F.scaled_dot_product_attention(q, k, v, attn_mask=both)
-    add_row("F.sdpa", "attn_mask", both, allowed_at, blocked_at, output, reference)
-    for blocked_value in (float("-inf"), -1e9, -1e20):
-        float_mask = additive(blocked_value)
-        output = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
-        add_row(
-            "F.sdpa", "attn_mask", float_mask, allowed_at, blocked_at, output, reference
-        )
-
-    # Module level: nn.MultiheadAttention takes two masks, both with True = blocked.
-    attn_mask = to_torch_attn_mask(causal)  # (L, S)
-    key_padding_mask = to_torch_key_padding_mask(padding)  # (N, S)
-    reference, _ = ours(x, mask=both)  # (N, L, E)
-    output, _ = torch_mha(
-        x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask
-    )
-    add_row(
-        "nn.MultiheadAttention",
-        "attn_mask",
-        attn_mask,
-        (2, 0),
-        (0, 1),
-        output,
-        reference,
-    )
-    add_row(
-        "  (same call)",
-        "key_padding_mask",
-        key_padding_mask,
-        (1, 0),
-        (1, 4),
-        output,
-        reference,
-    )
-    # (N, 1, L, S), True = may attend
-    back = from_torch_masks(attn_mask, key_padding_mask)
-    output, _ = ours(x, mask=back)
-    add_row(
-        "ours, module",
-        "from_torch_masks()",
-        back,
-        allowed_at,
-        blocked_at,
-        output,
-        reference,
-    )
-
-header = ("path", "argument", "dtype", "may attend", "blocked", "max |diff|")
-widths = (22, 18, 8, 11, 8, 9)
-for line in [header, *table]:
-    print(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-    )
-
-# float32: the paths sum in different orders, so they agree to rounding, not bit for
-# bit.
-assert all(float(line[-1]) < 1e-6 for line in table)
-assert torch.equal(back, both.expand(N, 1, L, S))
 
 # %%
-# Every row agrees with this package to rounding error (the last column). What changes
-# is the dtype and the value that lets a key through: ``True`` for this package and for
-# ``F.scaled_dot_product_attention``, ``False`` for ``nn.MultiheadAttention``, ``0`` for
-# an additive float mask. The same mask in three conventions, cell by cell (colour: what
-# the cell means; text: what it holds):
-
-meaning = both[1, 0]  # (L, S) for "a dog ran": True = may attend
-stored = [
-    ("this package, F.sdpa: bool", meaning),
-    ("nn.MultiheadAttention: bool", to_torch_attn_mask(meaning)),
-    ("additive float", additive(float("-inf"))[1, 0]),
-]
-fig, axes = plt.subplots(1, 3, figsize=(10, 4.5), layout="constrained")
-for ax, (title, values) in zip(axes, stored, strict=True):
-    text = [
-        ("T" if v else "F") if values.dtype == torch.bool else f"{v:g}"
-        for v in values.flatten().tolist()
-    ]
-    plot_mask(
-        meaning,
-        x_labels=padded[1],
-        y_labels=padded[1],
-        ax=ax,
-        title=title,
-        text=text,
-    )
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
-fig.suptitle("One mask, three conventions (colour: meaning, text: the value stored)")
-plt.show()
-
-# %%
-# The middle panel holds exactly the opposite values of the left one for the same
-# meaning: passing a mask of one convention to a function of the other attends to *only*
-# the tokens that should have been blocked. That is why this package refuses any mask
-# that is not bool, with a message that says how to convert:
-
-import textwrap
-
-try:
-    scaled_dot_product_attention(q, k, v, additive(float("-inf")))
-except TypeError as error:
-    print(textwrap.fill(f"TypeError: {error}", 88))
-else:
-    raise AssertionError("a float mask must be refused")
-
-# %%
-# The converter itself reads only ``0`` and ``-inf`` from a float mask, and refuses any
-# other value: a finite number such as ``-1e9`` is, strictly, a bias on the scores, not
-# a block.
-#
-# .. literalinclude:: ../../attention/masks.py
-#    :language: python
-#    :pyobject: _allowed
-
-try:
-    from_torch_masks(additive(-1e9))
-except ValueError as error:
-    print(textwrap.fill(f"ValueError: {error}", 88))
-else:
-    raise AssertionError("a -1e9 mask must be refused by the converter")
-
-# %%
-# Large finite numbers and half precision
-# ---------------------------------------
-#
-# ``-1e9`` and ``-1e20`` matched ``-inf`` in the table because ``exp(-1e9)`` is 0 in
-# float32. In half precision they are a different story: float16's largest magnitude is
-# 65504, so both numbers turn into ``-inf`` on the way in, and writing ``-1e20`` into
-# float16 scores with ``masked_fill`` is an error. bfloat16 has float32's range and
-# keeps them finite.
-
-print(f"exp(-1e9) in float32: {torch.tensor(-1e9).exp().item()}")
-for value in (-1e9, -1e20):
-    as_half = torch.tensor(value).to(torch.float16).item()
-    as_bf16 = torch.tensor(value).to(torch.bfloat16).item()
-    print(f"{value:g} -> float16 {as_half}, bfloat16 {as_bf16:.4g}")
-print(f"float16's most negative finite number: {torch.finfo(torch.float16).min}")
-
-scores = torch.zeros(L, S, dtype=torch.float16, device=device)  # (L, S)
-try:
-    scores.masked_fill(~causal, -1e20)
-except RuntimeError as error:
-    print(textwrap.fill(f"RuntimeError: {error}", 88))
-else:
-    raise AssertionError("-1e20 does not fit in float16")
-assert torch.tensor(-1e20).to(torch.float16).item() == float("-inf")
-
-# %%
-# So the same code behaves differently with the dtype. A query whose four keys are all
-# blocked with ``-1e9``: in float32 the softmax spreads evenly over the blocked keys; in
-# float16 the mask has become ``-inf`` and the softmax is 0/0.
-
-row_scores = torch.zeros(4, device=device)  # one query's scores against 4 keys
-for dtype in (torch.float32, torch.float16):
-    all_blocked = torch.full((4,), -1e9, device=device).to(dtype)
-    print(
-        f"{str(dtype):<14}", (row_scores.to(dtype) + all_blocked).softmax(-1).tolist()
-    )
-assert (row_scores + torch.full((4,), -1e9, device=device)).softmax(-1).eq(0.25).all()
-assert (
-    (row_scores.half() + torch.full((4,), -1e9, device=device).half())
-    .softmax(-1)
-    .isnan()
-    .all()
-)
-
-# %%
-# This package never writes a large constant: it fills blocked scores with
-# ``torch.finfo(scores.dtype).min``, the most negative finite number of whatever dtype
-# the scores have (``-65504`` for float16, printed above), and zeroes the blocked
-# weights after the softmax. The same call therefore works in float16:
-
-with torch.no_grad():
-    out16, _ = scaled_dot_product_attention(q.half(), k.half(), v.half(), both)
-    out32, _ = scaled_dot_product_attention(q, k, v, both)
-half_error = (out16.float() - out32).abs().max().item()
-print(
-    f"float16 vs float32 output: largest difference {half_error:.1e}, any NaN: "
-    f"{bool(out16.isnan().any())}"
-)
-assert not out16.isnan().any()
-claim("float16 vs float32, largest difference", half_error, below=1e-2)  # ~3 digits
-
-# %%
-# A query with no key left
-# ------------------------
-#
-# Batches are sometimes padded on the *left* (so that the real tokens end together, as
-# when generating text). With a causal mask, the first queries of such a sentence can
-# then only see padding: their row of the mask is all ``False``. Softmax over nothing is
-# 0/0. Here is the batch padded in front, and the mask of "a dog ran":
-
-# padding in front
-left = padding_mask(torch.tensor(lengths, device=device), S).flip(-1)
-left_both = causal & left  # (N, 1, L, S)
-print(left_both[1, 0].int())
-empty_rows = ~left_both.any(-1)  # (N, 1, L): queries with no allowed key
-print(
-    "queries with no key left, sentence 1: "
-    f"{empty_rows[1, 0].nonzero().flatten().tolist()}"
-)
-
-# %%
-# Every path, on the same input: the output and the weights of the first query of
-# sentence 1, which has no key left. ``nn.MultiheadAttention`` takes different routes
-# depending on its arguments and mode, so three are run: *(weights)* is the default
-# ``need_weights=True``; *(no weights)* is ``need_weights=False`` in training mode;
-# *(fast path)* is ``need_weights=False`` in evaluation mode without autograd, the fast
-# path PyTorch uses for inference. (``nn.MultiheadAttention`` starts its output bias at
-# 0, so where attention's output is 0 the module's output is 0 too.)
-
-qe, ke, ve = (t.clone().requires_grad_() for t in (q, k, v))
-uniform = v[1].mean(dim=-2)  # (H, D): every value averaged, padding and future included
-
-
-def describe(t, mean=None):
-    if t is None:
-        return "not returned"
-    if t.isnan().any():
-        return "NaN"
-    if (t == 0).all():
-        return "0"
-    if mean is not None and torch.allclose(t, mean, atol=1e-6):
-        return "mean of all values"
-    return "other"
-
-
-am, kpm = to_torch_attn_mask(causal), to_torch_key_padding_mask(left)
-rows = []
-out, w = scaled_dot_product_attention(qe, ke, ve, left_both)
-out.sum().backward()
-grads_finite = all(t.grad.isfinite().all() for t in (qe, ke, ve))
-rows.append(("ours, function", out[1, :, 0], w[1, :, 0], uniform))
-with torch.no_grad():
-    out, w = ours(x, mask=left_both)
-    rows.append(("ours, module", out[1, 0], w[1, :, 0], None))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=left_both)
-    rows.append(("F.sdpa, bool mask", out[1, :, 0], None, uniform))
-    blocked_inf = torch.zeros(left_both.shape, device=device).masked_fill(
-        ~left_both, -torch.inf
-    )
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked_inf)
-    rows.append(("F.sdpa, additive -inf", out[1, :, 0], None, uniform))
-    blocked_1e9 = torch.zeros(left_both.shape, device=device).masked_fill(
-        ~left_both, -1e9
-    )
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked_1e9)
-    rows.append(("F.sdpa, additive -1e9", out[1, :, 0], None, uniform))
-torch_mha.train()  # the modes below depend on it
-out, w = torch_mha(x, x, x, attn_mask=am, key_padding_mask=kpm)
-rows.append(("nn.MultiheadAttention (weights)", out[1, 0], w[1, 0], None))
-out, w = torch_mha(x, x, x, attn_mask=am, key_padding_mask=kpm, need_weights=False)
-rows.append(("nn.MultiheadAttention (no weights)", out[1, 0], w, None))
-torch_mha.eval()
-with torch.no_grad():  # eval mode without autograd: the "fast path"
-    out, w = torch_mha(x, x, x, attn_mask=am, key_padding_mask=kpm, need_weights=False)
-    rows.append(("nn.MultiheadAttention (fast path)", out[1, 0], w, None))
-
-print(f"computed on {device} with torch {torch.__version__}")
-print(f"{'path':<36}{'output':<20}weights")
-result = {}
-for path, output, weight, mean in rows:
-    result[path] = describe(output, mean), describe(weight)
-    print(f"{path:<36}{result[path][0]:<20}{result[path][1]}")
-print(f"gradients through this package's path are finite: {grads_finite}")
-
-# sphinx_gallery_start_ignore
-assert grads_finite and (torch_mha.out_proj.bias == 0).all()
-assert result["ours, function"] == ("0", "0")
-assert result["ours, module"] == ("0", "0")
-assert result["F.sdpa, additive -1e9"][0] == "mean of all values"
-assert result["nn.MultiheadAttention (weights)"] == ("NaN", "NaN")
-if device.type == "cpu":  # kernel-dependent paths: checked where the page is built
-    assert result["F.sdpa, bool mask"][0] == "0"
-    assert result["F.sdpa, additive -inf"][0] == "0"
-    assert result["nn.MultiheadAttention (no weights)"][0] == "0"
-    assert result["nn.MultiheadAttention (fast path)"][0] == "NaN"
-# sphinx_gallery_end_ignore
-
-# %%
-# This package gives 0 for both the output and the weights, with finite gradients. The
-# ``-1e9`` mask gives no NaN but silently attends to *everything*, padding and future
-# tokens included: its output is the plain average of all values.
-# ``nn.MultiheadAttention`` gives NaN when it returns weights, and on its fast path too;
-# ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` without weights
-# return 0 on the device and torch version printed above the table (kernels differ
-# between devices: check yours).
-#
-# NaN does not stay where it starts. The rows that came out NaN belong to padding
-# positions, which the next layer masks as keys; but a blocked key still has its value
-# multiplied by a weight of 0, and ``0 * NaN`` is NaN. One more attention layer on
-# ``nn.MultiheadAttention``'s output:
-
-with torch.no_grad():
-    torch_out, _ = torch_mha(x, x, x, attn_mask=am, key_padding_mask=kpm)  # (N, L, E)
-    next_out, _ = ours(torch_out, mask=left_both)  # padding masked again
-nan_before = torch_out.isnan().any(-1)  # (N, L)
-nan_after = next_out.isnan().any(-1)  # (N, L)
-print(
-    f"tokens with NaN after nn.MultiheadAttention: {int(nan_before.sum())} of {N * L}"
-)
-print(f"tokens with NaN after one more layer:        {int(nan_after.sum())} of {N * L}")
-print(
-    "of which real (not padding) tokens:          "
-    f"{int((nan_after & left[:, 0, 0]).sum())}"
-)
-assert nan_after.sum() > nan_before.sum() and (nan_after & left[:, 0, 0]).any()
-
-# %%
-# The NaN has spread from the padding to the real tokens of the same sentences (the
-# counts above), and from there it reaches the loss. Zero outputs, as in the first two
-# rows of the table, are the behaviour to want.
-
-# %%
-# ``is_causal`` and where the diagonal sits
-# -----------------------------------------
-#
-# ``F.scaled_dot_product_attention`` can build the causal mask itself with
-# ``is_causal=True``. With as many queries as keys it is the same mask:
-
-with torch.no_grad():
-    ours_causal, _ = scaled_dot_product_attention(q, k, v, causal)
-    sdpa_causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-same = (ours_causal - sdpa_causal).abs().max().item()
-print(f"L = S: largest difference {same:.1e}")
-assert same < 1e-6
-
-# %%
-# With fewer queries than keys the two disagree. When a model generates text it keeps
-# the keys and values of the tokens it has already seen (the *cache*) and computes
-# queries only for the new tokens. Say 4 tokens are cached and 2 are new: ``L = 2``
-# queries, ``S = 6`` keys. The new tokens are the *last* two positions, so their rows
-# are the bottom two rows of the full ``6 x 6`` causal mask: the diagonal is aligned to
-# the bottom-right corner. That is what ``causal_mask(2, 6)`` returns (its
-# ``tril(diagonal=S - L)``). ``is_causal=True`` aligns it to the top-left corner
-# instead, as if the two queries were the first two tokens.
-
-L_new, S_all = 2, 6
-# (1, H, S, D)
-q_all, k_all, v_all = torch.randn(3, 1, H, S_all, D, device=device).unbind(0)
-q_new = q_all[..., -L_new:, :]  # the two new tokens  (1, H, L, D)
-with torch.no_grad():
-    full, _ = scaled_dot_product_attention(
-        q_all, k_all, v_all, causal_mask(S_all, device=device)
-    )
-    # what the new tokens get when the whole sequence runs
-    truth = full[..., -L_new:, :]
-    bottom_right, _ = scaled_dot_product_attention(
-        q_new, k_all, v_all, causal_mask(L_new, S_all, device=device)
-    )
-    top_left = F.scaled_dot_product_attention(q_new, k_all, v_all, is_causal=True)
-    ours_in_sdpa = F.scaled_dot_product_attention(
-        q_new, k_all, v_all, attn_mask=causal_mask(L_new, S_all, device=device)
-    )
-for name, result_ in [
-    ("causal_mask(2, 6)", bottom_right),
-    ("is_causal=True", top_left),
-    ("F.sdpa, attn_mask=causal_mask(2, 6)", ours_in_sdpa),
-]:
-    print(
-        f"{name:<36} vs the full sequence: largest difference "
-        f"{(result_ - truth).abs().max().item():.1e}"
-    )
-assert torch.allclose(bottom_right, truth, atol=1e-6)
-assert torch.allclose(ours_in_sdpa, truth, atol=1e-6)
-assert not torch.allclose(top_left, truth, atol=1e-2)
-
-# %%
-# The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not. Since
-# ``F.scaled_dot_product_attention`` shares this package's polarity, the fix there is to
-# pass ``causal_mask(L, S)`` as its ``attn_mask`` instead of ``is_causal=True`` (the
-# last line printed). The three masks, drawn:
-
-tokens_all = [f"t{i}" for i in range(S_all)]
-fig, axes = plt.subplots(1, 3, figsize=(10, 4.6), layout="constrained")
-plot_mask(
-    causal_mask(S_all),
-    x_labels=tokens_all,
-    y_labels=tokens_all,
-    ax=axes[0],
-    title="full sequence: causal_mask(6)",
-)
-axes[0].add_patch(
-    plt.Rectangle(
-        (-0.5, S_all - L_new - 0.5),
-        S_all,
-        L_new,
-        fill=False,
-        lw=3,
-        ec="#b3401a",
-        zorder=5,
-        clip_on=False,
-    )
-)
-axes[0].set_ylabel("query")
-# what is_causal=True uses
-upper_left = torch.ones(L_new, S_all, dtype=torch.bool).tril()
-plot_mask(
-    causal_mask(L_new, S_all),
-    x_labels=tokens_all,
-    y_labels=tokens_all[-L_new:],
-    ax=axes[1],
-    title="causal_mask(2, 6): bottom-right",
-)
-plot_mask(
-    upper_left,
-    x_labels=tokens_all,
-    y_labels=tokens_all[-L_new:],
-    ax=axes[2],
-    title="is_causal=True: top-left",
-)
-for ax in axes:
-    ax.set_xlabel("key (t0-t3 cached, t4-t5 new)")
-fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
-fig.suptitle("Two new tokens attending to six keys: which causal mask is right")
-plt.show()
-
-# sphinx_gallery_start_ignore
-with torch.no_grad():
-    check, _ = scaled_dot_product_attention(q_new, k_all, v_all, upper_left.to(device))
-# the right panel is what is_causal=True did
-assert torch.allclose(check, top_left, atol=1e-6)
-assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
-# sphinx_gallery_end_ignore
-
-# %%
-# The rows boxed in red on the left are what the two new tokens must see. The middle
-# panel is those rows; the right panel lets ``t4`` see only ``t0`` and hides the rest of
-# the cache.
+# The output of every earlier token is unchanged to the last bit (0, printed above): the
+# causal mask gave the changed key a weight of exactly 0 for every earlier query.
 #
 # What to remember
 # ----------------
 #
-# - This package's masks are bool, ``True`` = may attend, broadcasting to
-#   ``(N, H, L, S)``: :func:`attention.causal_mask` is ``(L, S)``,
-#   :func:`attention.padding_mask` is ``(N, 1, 1, S)``, and ``causal & padding``
-#   combines them.
-# - ``F.scaled_dot_product_attention`` uses the same polarity; ``nn.MultiheadAttention``
-#   uses the opposite (``True`` = blocked) for ``attn_mask`` and ``key_padding_mask``.
-#   Convert with :func:`attention.masks.to_torch_attn_mask`,
-#   :func:`attention.masks.to_torch_key_padding_mask` and
-#   :func:`attention.masks.from_torch_masks`, never by hand.
-# - Additive masks block with ``-inf``. ``-1e9`` and ``-1e20`` work in float32, where a
-#   row with no allowed key then averages every value, and overflow to ``-inf`` in
-#   float16, where the same row becomes NaN in the softmax.
-# - A query with no key left gives 0 here, NaN on some of PyTorch's paths, and NaN
-#   spreads to the real tokens in the next layer.
-# - ``is_causal=True`` aligns the diagonal top-left; with a cache (``L < S``) you need
-#   the bottom-right alignment of ``causal_mask(L, S)``.
+# - This package's masks are bool, ``True`` = may attend, and broadcast to
+#   ``(N, H, L, S)``: :func:`attention.causal_mask` is ``(L, S)`` and lower-triangular,
+#   :func:`attention.padding_mask` is ``(N, 1, 1, S)`` with one row per sentence.
+# - ``causal & padding`` combines them into ``(N, 1, L, S)``; every query keeps a row,
+#   padded queries included.
+# - A blocked key gets a weight of exactly 0, the other weights of the row still sum to
+#   1, and under a causal mask no output depends on a later token.
 #
 # API used on this page: :func:`attention.causal_mask`, :func:`attention.padding_mask`,
-# :func:`attention.scaled_dot_product_attention`, :class:`attention.MultiHeadAttention`,
-# :func:`attention.plot_attention` and the module :mod:`attention.masks`.
+# :class:`attention.MultiHeadAttention`, :func:`attention.plot_mask`,
+# :func:`attention.mask_legend` and :func:`attention.plot_attention`.
 #
-# Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a
-# Transformer block.
+# Exercises
+# ---------
+#
+# 1. **Count the allowed pairs.** Under ``causal & padding``, query ``i`` of a sentence
+#    of ``n`` real tokens may attend to ``min(i + 1, n)`` keys. Derive from that how
+#    many (query, key) pairs each of the three sentences allows, and check your numbers
+#    against ``both``.
+# 2. **One head, one key.** Block key 0 for head 1 only, by combining ``both`` with a
+#    mask of shape ``(1, H, 1, S)`` that is ``False`` only at head 1, key 0. Predict the
+#    shape of the result, run ``ours`` with it, and check that head 1 gives key 0 weight
+#    0 while head 0 still reads it.
+# 3. **A mask that peeks.** ``torch.ones(L, L, dtype=torch.bool).tril(diagonal=1)`` lets
+#    every token also see the next one. With it instead of ``causal``, does the output
+#    of token 0 of the first sentence still ignore a change to token 1?
+
+# %%
+# .. solution 1
+#
+# Sum ``min(i + 1, n)`` over the ``S`` queries; the mask's own count is
+# ``both.sum((-2, -1))``.
+
+counted = both.sum((-2, -1)).flatten().tolist()  # one count per sentence
+derived = [sum(min(i + 1, n) for i in range(L)) for n in lengths]
+print(f"allowed pairs, from the mask: {counted}; derived: {derived}")
+assert counted == derived
+
+# %%
+# .. solution 2
+#
+# ``(N, 1, L, S) & (1, H, 1, S)`` broadcasts to ``(N, H, L, S)``: the mask now differs
+# per head.
+
+head_1_key_0 = torch.ones(1, H, 1, S, dtype=torch.bool, device=device)  # (1, H, 1, S)
+head_1_key_0[0, 1, 0, 0] = False
+head_mask = both & head_1_key_0  # (N, 1, L, S) & (1, H, 1, S) -> (N, H, L, S)
+print(f"mask shape: {tuple(head_mask.shape)}")
+with torch.no_grad():
+    _, head_weights = ours(x, mask=head_mask)  # (N, H, L, S)
+print(f"head 1 on key 0: {head_weights[:, 1, :, 0].abs().max().item()}")
+print(f"head 0 on key 0, smallest: {head_weights[:, 0, :, 0].min().item():.3f}")
+assert head_mask.shape == (N, H, L, S)
+assert (head_weights[:, 1, :, 0] == 0).all() and (head_weights[:, 0, :, 0] > 0).all()
+
+# %%
+# .. solution 3
+#
+# No: token 0 now reads token 1, so its output moves with it. The first sentence has
+# no padding, so the peeking mask is all that applies to it.
+
+peeking = torch.ones(L, L, dtype=torch.bool, device=device).tril(diagonal=1)  # (L, S)
+with torch.no_grad():
+    nudged = x.clone()
+    nudged[0, 1] += 10.0  # a different token 1
+    before, _ = ours(x, mask=peeking)
+    after, _ = ours(nudged, mask=peeking)
+    before_causal, _ = ours(x, mask=causal)
+    after_causal, _ = ours(nudged, mask=causal)
+moved = (after[0, 0] - before[0, 0]).abs().max().item()
+moved_causal = (after_causal[0, 0] - before_causal[0, 0]).abs().max().item()
+print(f"change in token 0's output: peeking {moved:.3f}, causal {moved_causal}")
+assert moved > 0 and moved_causal == 0
+
+# %%
+# Next: :ref:`sphx_glr_tutorials_06_mask_conventions.py` puts PyTorch's mask conventions
+# side by side and follows them to their edges: half precision, a query with no key
+# left, and causal masks with more keys than queries.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -278,8 +278,8 @@ plt.show()
 # A query that may attend to nothing
 # ----------------------------------
 #
-# :ref:`sphx_glr_tutorials_05_masks.py` showed the forward side: a query row whose mask
-# is all ``False`` gives output 0 and weights 0 here. Now the backward side. Three
+# :ref:`empty-rows` showed the forward side: a query row whose mask is all ``False``
+# gives output 0 and weights 0 here. Now the backward side. Three
 # queries, four keys; query 2 may attend to nothing, and no query may attend to key 3
 # (as if it were padding). The loss is the sum of the outputs.
 
@@ -316,18 +316,9 @@ print(f"gradcheck with an empty row: {gradcheck(masked_attention, (qg, kg, vg))}
 # Blocking with -inf or with a large negative number
 # --------------------------------------------------
 #
-# The package's choice is two lines of :func:`attention.scaled_dot_product_attention`:
-# fill blocked scores with the most negative finite number of their dtype, then zero the
-# blocked weights after the softmax:
-#
-# .. literalinclude:: ../../attention/functional.py
-#    :language: python
-#    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = (query * scale) @ key
-#    :end-at: weights = weights.masked_fill
-#    :dedent: 4
-#
-# To see why both lines, take the usual alternatives: fill with ``-inf`` (with
+# The package fills blocked scores with ``torch.finfo(dtype).min`` and zeroes the
+# blocked weights after the softmax (:ref:`blocking-keys`). To see what each line
+# does to the gradients, take the usual alternatives: fill with ``-inf`` (with
 # ``masked_fill``, or by adding a float mask of 0 and ``-inf`` to the scores, as
 # ``nn.MultiheadAttention``'s float masks do), or fill with a large finite number
 # (``-1e9``); then softmax, without zeroing afterwards.
@@ -396,9 +387,7 @@ assert all(g.isfinite().all() for g in ours_grads)
 # - The package's fill also gives a uniform row, but the zeroing after the softmax sets
 #   it to 0, and ``masked_fill`` sends no gradient back through the positions it
 #   overwrote: output 0, gradient 0 for everything that row could have touched, and
-#   finite gradients elsewhere. The fill is ``torch.finfo(dtype).min`` rather than a
-#   fixed ``-1e9`` so that it stays finite in float16 too
-#   (:ref:`sphx_glr_tutorials_05_masks.py`).
+#   finite gradients elsewhere.
 #
 # The weights of query 2, drawn:
 

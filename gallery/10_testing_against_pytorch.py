@@ -11,7 +11,7 @@ package's ``from_torch`` converters. It closes with a property test that lets
 ``hypothesis`` choose the shapes and the masks.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
-:ref:`sphx_glr_tutorials_05_masks.py` (the two mask polarities) and
+:ref:`sphx_glr_tutorials_06_mask_conventions.py` (the two mask polarities) and
 :ref:`sphx_glr_tutorials_07_transformer_block.py`.
 """
 
@@ -244,9 +244,10 @@ for (module, what, dtype), diff in table.items():
 # differences printed above are at that level or below it (0 means the two modules did
 # the very same arithmetic).
 #
-# A query with no key left is where the two differ on purpose: this package returns
-# weights 0 for it, ``nn.MultiheadAttention`` (on the path that returns weights) returns
-# NaN. A test must leave such rows out of the comparison and check them on their own.
+# A query with no key left is where the two differ on purpose (:ref:`empty-rows`): this
+# package returns weights 0 for it, ``nn.MultiheadAttention`` (on the path that returns
+# weights) returns NaN. A test must leave such rows out of the comparison and check
+# them on their own.
 
 empty = mask.clone()
 empty[0, :, 0] = False  # query 0 of sentence 0 may attend to nothing

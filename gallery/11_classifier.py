@@ -401,17 +401,8 @@ print(
 #
 # Held-out sentences are padded to 12 positions. The mask built in ``forward`` hides the
 # padding keys, and :func:`attention.scaled_dot_product_attention` gives a hidden key a
-# weight of exactly 0, not merely a small one: its score is replaced by the most
-# negative float before the softmax, and its weight is set to 0 after it:
-#
-# .. literalinclude:: ../../attention/functional.py
-#    :language: python
-#    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = (query * scale) @ key
-#    :end-at: weights = weights.masked_fill
-#    :dedent: 4
-#
-# In every layer and head of the trained model:
+# weight of exactly 0, not merely a small one (:ref:`blocking-keys` shows how). In every
+# layer and head of the trained model:
 
 pad_keys = ~real[:, None, None, :]  # (N, 1, 1, L)
 largest_on_padding = max(w.masked_select(pad_keys).abs().max().item() for w in weights)

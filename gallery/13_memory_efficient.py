@@ -119,11 +119,11 @@ assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1
 #    :pyobject: online_softmax_merge
 #    :start-at: m_new =
 #
-# Two details go beyond the single row. A causal block that crosses the diagonal fills
-# its masked scores with the most negative number and zeroes their ``exp`` afterwards,
-# so a query that has not yet seen an allowed key adds nothing. And the running maximum
-# is detached from autograd: the output does not depend on it, so its gradient is zero
-# anyway, and detaching it lets the scores be overwritten in place.
+# Two details go beyond the single row. A causal block that crosses the diagonal blocks
+# its masked scores as the reference path does (:ref:`blocking-keys`), zeroing their
+# ``exp``, so a query that has not yet seen an allowed key adds nothing. And the running
+# maximum is detached from autograd: the output does not depend on it, so its gradient
+# is zero anyway, and detaching it lets the scores be overwritten in place.
 #
 # Exactly the reference
 # ---------------------

@@ -65,7 +65,8 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 # position :math:`t` must not see :math:`x_{t+1}`, the token it is asked to predict. The
 # causal mask of :ref:`sphx_glr_tutorials_05_masks.py` hides every later key.
 # :class:`attention.CausalSelfAttention` builds it in its ``mask`` method (bottom-right
-# aligned, which matters when a cache of keys and values makes :math:`S > L`):
+# aligned, which matters when a cache of keys and values makes :math:`S > L`:
+# :ref:`bottom-right-causal`):
 #
 # .. literalinclude:: ../../attention/decoder.py
 #    :language: python

@@ -55,10 +55,11 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :start-at: L = key.shape[2]
 #
 # The one new query is the *last* of the :math:`S` positions, so the causal mask must be
-# aligned bottom-right: :math:`L = 1` query may see all :math:`S` keys. With that, the
-# cached and uncached computations are the same arithmetic on the same numbers. A model
-# larger than the one of the previous page (untrained: its tokens are arbitrary, which
-# is all this check needs), generating greedily:
+# aligned bottom-right (:ref:`bottom-right-causal`): :math:`L = 1` query may see all
+# :math:`S` keys. With that, the cached and uncached computations are the same
+# arithmetic on the same numbers. A model larger than the one of the previous page
+# (untrained: its tokens are arbitrary, which is all this check needs), generating
+# greedily:
 
 from attention import DecoderLM
 

@@ -63,7 +63,7 @@ class FakeLinks(dl.Links):
 
     def label(self, name, from_doc):
         if name == "sphx_glr_tutorials_05_masks.py":
-            return "Masks", "https://site.test/tutorials/05_masks.html#masks"
+            return "Building masks", "https://site.test/tutorials/05_masks.html#building-masks"
         return None
 
     def document(self, name, from_doc):
@@ -214,7 +214,7 @@ def test_notebook_carries_the_included_code_and_no_rest(tmp_path: Path, module: 
     assert "[`causal_mask()`](https://site.test/generated/attention.causal_mask.html" in markdown
     assert "`torch.nn.Linear`" in markdown and "[`torch.nn.Linear`]" not in markdown
     assert "$\\sqrt{D}$" in markdown
-    assert "[Masks](https://site.test/tutorials/05_masks.html#masks)" in markdown
+    assert "[Building masks](https://site.test/tutorials/05_masks.html#building-masks)" in markdown
     assert "[the reference](https://site.test/api.html)" in markdown
     assert "``:class:`x```" in markdown
     assert "\n\n> **Note**\n>\n> A note with a role, [`attention.masks" in markdown

@@ -44,6 +44,7 @@ TUTORIALS = (
     "03_self_attention",
     "04_multi_head",
     "05_masks",
+    "06_mask_conventions",
     "07_transformer_block",
     "08_visualising_attention",
     "09_checking_gradients",
