@@ -105,7 +105,9 @@ class Run:
         )
 
 
-def run_page(page: Path, *, seed: int, capability: str, threads: int) -> Run:
+def run_page(
+    page: Path, *, seed: int, capability: str, threads: int, timeout: float = PAGE_TIMEOUT
+) -> Run:
     """Run ``page`` as a reader would run its download, and collect its claims."""
     run = Run(page.name, seed, capability, threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,11 +132,11 @@ def run_page(page: Path, *, seed: int, capability: str, threads: int) -> Run:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
-                timeout=PAGE_TIMEOUT,
+                timeout=timeout,
             )
             run.returncode, run.output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as timeout:
-            run.output = f"timed out after {PAGE_TIMEOUT} s\n{timeout.stdout or ''}"
+        except subprocess.TimeoutExpired as expired:
+            run.output = f"timed out after {timeout} s\n{expired.stdout or ''}"
         run.seconds = time.perf_counter() - start
         text = claims_file.read_text() if claims_file.exists() else ""
         run.claims = [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -246,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--training-only", action="store_true", help="pages that train only")
     parser.add_argument("--jobs", type=int, default=2, help="pages run at once")
     parser.add_argument("--out", type=Path, default=CLAIMS_MD)
+    parser.add_argument(
+        "--timeout", type=float, default=PAGE_TIMEOUT, help="seconds a page may run (loaded CPU)"
+    )
     parser.add_argument("--log", type=Path, help="append each finished run here (JSON lines)")
     parser.add_argument(
         "--from-logs", type=Path, nargs="+", help="write the table from these logs; run nothing"
@@ -280,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(job):
         page, seed, capability = job
-        run = run_page(page, seed=seed, capability=capability, threads=1 + seed % 2)
+        run = run_page(
+            page, seed=seed, capability=capability, threads=1 + seed % 2, timeout=args.timeout
+        )
         if args.log:
             write_log(args.log, run, lock)
         status = "ok" if run.ok else "FAILED"
