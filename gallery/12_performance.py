@@ -413,8 +413,9 @@ claim(
 # device, the torch version and the date in ``benchmarks/results/gpu-<date>.csv``. Rates
 # use the count of FlashAttention-2 :cite:p:`dao2023`: :math:`4NHLSD` for the forward
 # pass, halved when causal.
-# When such a file is in this checkout, the newest one is plotted here; the page's own
-# measurements above are unaffected by it.
+# When such a file is in this checkout, the newest one is plotted here (otherwise the
+# line below says that there is none); the page's own measurements above are unaffected
+# by it.
 
 import csv
 from pathlib import Path
@@ -464,8 +465,9 @@ if rows:
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
     print(
-        "no recorded GPU results in benchmarks/results/ of this checkout: nothing to "
-        "plot"
+        "No GPU results are recorded in benchmarks/results/ of this checkout, so "
+        "this section has no figure; `python -m benchmarks --gpu` on a CUDA GPU "
+        "records them."
     )
 
 # %%
