@@ -422,7 +422,7 @@ assert untrained.min() > 1 - 1e-6
 # keys at distances never seen in training (beyond 31), whose rotation angles the model
 # never learned to score. Models trained with RoPE are taken to longer contexts by
 # rescaling the angles and training a little at the new length (position interpolation,
-# Chen et al., 2023).
+# :cite:t:`chen2023`).
 #
 # What to remember
 # ----------------

@@ -459,7 +459,7 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 # GFLOP columns, exact). Times measured on a machine that runs other work are noisier
 # than operation counts, and the figure's lines are less straight, but at the longest
 # length the window is faster by the factor printed above. This is the whole speed-up of
-# FlexAttention, and of sliding-window models such as Mistral (Jiang et al., 2023): the
+# FlexAttention, and of sliding-window models such as Mistral :cite:p:`jiang2023`: the
 # tiles the mask excludes are never computed.
 #
 # What to remember
