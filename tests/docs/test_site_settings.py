@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -272,3 +273,20 @@ def test_pages_cite_works_by_role_and_name_every_paper(path):
     plain = re.findall(r"\b([A-Z][a-z]+) et al\.,? \(?(\d{4})", text)
     bib = {(k.rstrip("0123456789"), k[-4:]) for k in bib_keys()}
     assert not [(a, y) for a, y in plain if (a.lower(), y) in bib]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run the script")
+def test_search_snippets_read_formulas_as_plain_text():
+    script = (ROOT / "docs" / "_ext" / "static" / "search-text.js").read_text(encoding="utf-8")
+    harness = (
+        "globalThis.document = {addEventListener() {}};\n"
+        "globalThis.Search = {htmlToText: (html, anchor) => html};\n"
+        + script
+        + "\nconst out = Search.htmlToText("
+        + json.dumps(r"Shape \((N, L, E)\), scale \(1/\sqrt{D}\), \(L \times S\) scores.")
+        + ");\nconsole.log(JSON.stringify(out));\n"
+    )
+    proc = subprocess.run(
+        ["node", "-e", harness], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(proc.stdout) == "Shape (N, L, E), scale 1/√D, L × S scores."

@@ -11,7 +11,7 @@
     text
       .replace(/\\[()[\]]/g, "")
       .replace(/\\(?:mathbf|mathrm|operatorname|text|mathit|boldsymbol)\b/g, "")
-      .replace(/\\(?:left|right|big|Big|,|;|!|quad|qquad)\b?/g, "")
+      .replace(/\\(?:left|right|big|Big|quad|qquad)\b|\\[,;!]/g, "")
       .replace(/\\([A-Za-z]+)/g, (match, word) => WORDS[word] ?? word)
       .replace(/[{}]/g, "");
   const install = () => {
