@@ -16,8 +16,10 @@ Environment variables:
 ``ATTENTION_RUN_STALE=1``
     Re-run every selected script even when its source has not changed (``make test`` sets it).
 ``ATTENTION_INTERSPHINX=1``
-    Link to the PyTorch, Python and Matplotlib documentation. Off by default: it needs the
-    network, and the build must pass without one.
+    Link to the PyTorch, Python, NumPy and Matplotlib documentation. Off by default (it needs
+    the network); on by itself on Read the Docs (``READTHEDOCS=True``), where
+    ``.readthedocs.yaml`` also sets it. An inventory that cannot be fetched leaves its names
+    unlinked and does not fail the build (see docs/_ext/attention_site.py).
 ``ATTENTION_SITE_URL``
     The address the site will be served from. The downloaded notebooks install the package's
     wheel from there, and link to the API pages there. On Read the Docs the build's
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import attention_downloads  # noqa: E402  (docs/_ext, just put on the path)
+import attention_site  # noqa: E402
 
 
 def _version(dist: str) -> str:
@@ -105,6 +108,10 @@ extensions = [
     # docs/_ext/attention_downloads.py: the package's wheel in the site, and notebooks and
     # scripts that install it and carry the code they show.
     "attention_downloads",
+    # docs/_ext/attention_site.py: maths out of the search index and its snippets.
+    "attention_site",
+    # The bibliography (docs/references.bib) and the :cite:p: / :cite:t: roles.
+    "sphinxcontrib.bibtex",
 ]
 
 templates_path = [str(DOCS / "_templates")]
@@ -118,13 +125,23 @@ language = "en"
 nitpicky = True
 nitpick_ignore_regex = [(r"py:.*", r"(?!attention(\.|$)).*")]
 
-if os.environ.get("ATTENTION_INTERSPHINX") == "1":
+if attention_site.intersphinx_enabled():
     extensions.append("sphinx.ext.intersphinx")
-    intersphinx_mapping = {
-        "python": ("https://docs.python.org/3", None),
-        "torch": ("https://docs.pytorch.org/docs/stable", None),
-        "matplotlib": ("https://matplotlib.org/stable", None),
-    }
+    # Each project's inventory online, else an empty one: an unreachable site leaves its names
+    # unlinked (logged) instead of failing the build under -W.
+    intersphinx_mapping = attention_site.intersphinx_mapping(
+        attention_site.INTERSPHINX_PROJECTS,
+        attention_site.empty_inventory(ROOT / "build" / "empty-objects.inv"),
+    )
+    intersphinx_timeout = 30
+
+# -- Bibliography (sphinxcontrib-bibtex) -------------------------------------------------------
+
+# Absolute: sphinxcontrib-bibtex reads the path against this file's directory, not docs/.
+bibtex_bibfiles = [str(DOCS / "references.bib")]
+bibtex_default_style = "plain"
+# "Vaswani et al. (2017)" for :cite:t:, "(Vaswani et al., 2017)" for :cite:p:.
+bibtex_reference_style = attention_site.register_citation_style()
 
 # -- API reference (autodoc, autosummary, napoleon) --------------------------------------------
 
@@ -182,7 +199,9 @@ sphinx_gallery_conf = {
     "first_notebook_cell": _FIRST_CELL,
     "download_all_examples": True,
     "matplotlib_animations": False,
-    "show_memory": False,
+    # The Mem (MB) column of the computation-times page: each page's peak resident memory
+    # above what the build held when it started.
+    "show_memory": attention_site.PeakMemory(),
     "remove_config_comments": True,
     "min_reported_time": 0,
     # A cell that ends in a call returning a Figure, Axes or Text (plot_attention, ax.set_title)

@@ -66,7 +66,7 @@ class FeedForward(nn.Module):
 class TransformerBlock(nn.Module):
     r"""One Transformer encoder block: self-attention and a feed-forward network.
 
-    Post-LN (the original paper's order, ``norm_first=False``)::
+    Post-LN (the order of :cite:t:`vaswani2017`, ``norm_first=False``)::
 
         x = norm1(x + dropout1(attention(x)))
         x = norm2(x + dropout2(ffn(x)))

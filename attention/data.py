@@ -152,7 +152,7 @@ def make_dataset(
 def make_repeated_sequences(num: int, *, length: int, vocab_size: int, seed: int = 0) -> Tensor:
     r"""Generate ``num`` sequences of ``length`` random tokens followed by the same tokens again.
 
-    The task of a language model that learns *induction heads* (Olsson et al., 2022): the first
+    The task of a language model that learns *induction heads* :cite:p:`olsson2022`: the first
     half cannot be predicted, the second half can, by finding where the current token occurred
     before and copying the token that followed it. Within the first half every token is
     different (drawn without replacement), so the token to copy is never ambiguous. The best

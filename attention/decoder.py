@@ -302,8 +302,8 @@ class CausalSelfAttention(nn.Module):
     :math:`i` sits at position :math:`i + S - L`). The queries have ``num_heads`` heads; the
     keys and values have ``num_kv_heads``, each serving ``num_heads // num_kv_heads`` query
     heads: ``num_kv_heads = num_heads`` is multi-head attention, ``1`` is multi-query
-    attention (Shazeer, 2019), anything between is grouped-query attention (Ainslie et al.,
-    2023). Fewer key/value heads mean a smaller :class:`KVCache`.
+    attention :cite:p:`shazeer2019`, anything between is grouped-query attention
+    :cite:p:`ainslie2023`. Fewer key/value heads mean a smaller :class:`KVCache`.
 
     Positions, optionally: ``rotary=True`` rotates the queries and keys with
     :class:`attention.RotaryEmbedding` after the projections, and ``alibi=True`` adds

@@ -6,11 +6,11 @@ own queries over the whole sequence:
 
 - :func:`ring_attention` passes the key/value shards around a ring of processes and merges the
   partial results with :func:`attention.functional.online_softmax_merge`, the step of
-  :func:`attention.tiled_attention` (Liu et al., 2023).
+  :func:`attention.tiled_attention` :cite:p:`liu2023`.
 - :func:`all_gather_attention` gathers every key and value, then attends locally (the context
   parallelism of Llama 3, Llama Team, 2024).
 - :func:`ulysses_attention` trades the sequence split for a head split with an all-to-all,
-  attends over the whole sequence for H/P heads, and trades back (Jacobs et al., 2023).
+  attends over the whole sequence for H/P heads, and trades back :cite:p:`jacobs2023`.
 
 The layout is contiguous (rank ``r`` holds chunk ``r``) or zigzag (the sequence cut into ``2P``
 chunks, rank ``r`` holds chunks ``r`` and ``2P - 1 - r``, which balances causal work);
@@ -487,7 +487,7 @@ def ring_attention(
     :func:`attention.functional.online_softmax_merge`. After ``P`` steps every rank has its
     queries' attention over the whole sequence. Under a causal mask, the blocks and parts of
     blocks that lie in a query's future are skipped. The backward pass sends the keys and values
-    round the ring again, with their gradients travelling alongside (Liu et al., 2023).
+    round the ring again, with their gradients travelling alongside :cite:p:`liu2023`.
 
     Args:
         query (Tensor): this rank's queries.
@@ -656,7 +656,7 @@ def ulysses_attention(
     heads, block by block with the online softmax, and a second all-to-all turns the output
     back into sequence shards. Every rank does the same work, causal or not, and each
     all-to-all moves only the :math:`(P-1)/P` of a shard that leaves the rank; the number of
-    heads must divide by ``P`` (Jacobs et al., 2023, DeepSpeed-Ulysses).
+    heads must divide by ``P`` (DeepSpeed-Ulysses, :cite:t:`jacobs2023`).
 
     Args:
         query (Tensor): this rank's queries.

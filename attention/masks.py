@@ -244,7 +244,7 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=Non
     that is, to itself and the ``window - 1`` keys before it. With ``window >= S`` it is
     :func:`causal_mask`; with ``window = 1`` each query sees only itself. Each query attends
     to at most ``window`` keys, so the cost grows as :math:`L \cdot \text{window}` instead of
-    :math:`L \cdot S` (Beltagy et al., 2020; Jiang et al., 2023).
+    :math:`L \cdot S` :cite:p:`beltagy2020,jiang2023`.
 
     Args:
         L (int): number of queries.
@@ -332,7 +332,7 @@ def prefix_lm_mask(L: int, prefix: int, *, device=None) -> Tensor:
 
     Query ``i`` may attend to key ``j`` when :math:`j \le i` or :math:`j <` ``prefix``: the
     prefix (a prompt, an instruction, an image's patches) is encoded bidirectionally, and the
-    tokens after it are generated causally, each seeing the whole prefix (Raffel et al., 2020).
+    tokens after it are generated causally, each seeing the whole prefix :cite:p:`raffel2020`.
     ``prefix = 0`` gives :func:`causal_mask`, ``prefix = L`` a full mask.
 
     Args:

@@ -4,11 +4,11 @@ Attention alone does not see order: permute the tokens and its outputs are permu
 way. Each object here gives it positions in one of the three ways in use:
 
 - :class:`PositionalEncoding` *adds* a fixed sinusoidal vector to each token embedding
-  (Vaswani et al., 2017).
+  :cite:p:`vaswani2017`.
 - :class:`RotaryEmbedding` *rotates* queries and keys by an angle proportional to their
-  position, so that a query-key dot product depends only on their offset (Su et al., 2021).
+  position, so that a query-key dot product depends only on their offset :cite:p:`su2021`.
 - :func:`alibi_bias` *biases* the attention scores by a per-head penalty linear in the distance
-  between query and key (Press et al., 2022).
+  between query and key :cite:p:`press2022`.
 """
 
 import math
@@ -75,7 +75,7 @@ class RotaryEmbedding(nn.Module):
 
     Split the last dimension of :math:`x` into halves :math:`x = (x^{(1)}, x^{(2)})` of size
     :math:`D/2` and pair feature :math:`i` of the first half with feature :math:`i` of the
-    second (the *half-split* pairing of GPT-NeoX and Llama; Su et al. (2021) pair neighbours
+    second (the *half-split* pairing of GPT-NeoX and Llama; :cite:t:`su2021` pair neighbours
     :math:`(2i, 2i+1)`, which is the same rotation with the features permuted). At position
     :math:`p` the pair :math:`i` turns by the angle :math:`p\,\theta_i`:
 
@@ -186,13 +186,13 @@ class RotaryEmbedding(nn.Module):
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
-    r"""The per-head slopes of ALiBi (Press et al., 2022).
+    r"""The per-head slopes of ALiBi :cite:p:`press2022`.
 
     For :math:`H` a power of two, head :math:`h = 1, \dots, H` gets
     :math:`m_h = 2^{-8h/H}`, a geometric sequence from :math:`2^{-8/H}` down to
     :math:`2^{-8}`. Otherwise, with :math:`P` the largest power of two below :math:`H`, the
     first :math:`P` heads take the slopes for :math:`P` and the other :math:`H - P` take every
-    other slope of the sequence for :math:`2P` (the paper's interpolation).
+    other slope of the sequence for :math:`2P` (the interpolation of :cite:t:`press2022`).
 
     Args:
         num_heads (int): the number of heads :math:`H`.

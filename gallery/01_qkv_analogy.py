@@ -7,7 +7,8 @@ with a set of *keys*; and it returns the *values* that belong to the keys that m
 best. A search engine does the same: the query is what you type, the keys are the titles
 of the pages, and the values are the contents of the pages. What attention adds is one
 small change: instead of returning the single best page, it returns a blend of all of
-them, weighted by how well each one matched.
+them, weighted by how well each one matched. That blend is the attention of
+:cite:t:`bahdanau2015`, which the Transformer of :cite:t:`vaswani2017` is built on.
 
 This page builds that picture with a toy search engine over five pages, then works
 through attention on three tokens with every intermediate number printed and drawn,

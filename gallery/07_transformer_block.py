@@ -4,11 +4,12 @@ The Transformer block
 
 Attention lets tokens exchange information; a Transformer block wraps it with the parts
 that make a deep stack of such layers trainable: a position-wise feed-forward network, a
-residual connection around each of the two, layer normalisation, and dropout. This page
-builds :class:`attention.TransformerBlock` (8 heads, as in Vaswani et al., 2017), shows
-where each part sits and why, measures the difference between the original *post-LN*
-order and the *pre-LN* order that many deeper models use, and checks that the block
-gives the same numbers as PyTorch's ``nn.TransformerEncoderLayer``.
+residual connection around each of the two, layer normalisation :cite:p:`ba2016`, and
+dropout. This page builds :class:`attention.TransformerBlock` (8 heads, as in
+:cite:t:`vaswani2017`), shows where each part sits and why, measures the difference
+between the original *post-LN* order and the *pre-LN* order that many deeper models use,
+and checks that the block gives the same numbers as PyTorch's
+``nn.TransformerEncoderLayer``.
 
 It assumes :ref:`sphx_glr_tutorials_04_multi_head.py` and
 :ref:`sphx_glr_tutorials_05_masks.py`.
@@ -33,7 +34,7 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # Two sub-layers, each wrapped the same way: compute a *branch* (attention, then the
 # feed-forward network), apply dropout to it, add it to the *residual stream* ``x`` that
 # flows past, and normalise. ``norm_first`` only moves the LayerNorm from after the sum
-# (post-LN, as in Vaswani et al., 2017) to the start of the branch (pre-LN):
+# (post-LN, as in :cite:t:`vaswani2017`) to the start of the branch (pre-LN):
 #
 # .. literalinclude:: ../../attention/block.py
 #    :language: python
@@ -53,8 +54,8 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :language: python
 #    :pyobject: FeedForward.forward
 #
-# The block of the paper: ``E = 512``, 8 heads, ``ffn_dim = 2048``, dropout 0.1. Where
-# do its parameters sit?
+# The block of :cite:t:`vaswani2017`: ``E = 512``, 8 heads, ``ffn_dim = 2048``,
+# dropout 0.1. Where do its parameters sit?
 
 from attention import TransformerBlock
 
@@ -515,16 +516,17 @@ claim("post-LN ratio at 48 blocks", post_ratios[-1], below=0.7)
 claim("pre-LN ratio, lowest", min(r[1] for r in ratios.values()), above=1)
 
 # %%
-# In post-LN the gradient that reaches the first block shrinks as the stack deepens (the
-# numbers above), so the lower blocks of a deep post-LN stack learn from a weaker
+# In post-LN the gradient that reaches the first block shrinks as the stack deepens
+# (the numbers above), so the lower blocks of a deep post-LN stack learn from a weaker
 # gradient than the upper ones; in pre-LN it never shrinks. This is one measurement, of
-# gradients entering the blocks at initialisation, not a training run. Xiong et al.
-# (2020) made the argument in full: they showed that at initialisation post-LN's
-# gradients are largest near the output, which is why post-LN needs a learning-rate
-# warm-up, and that pre-LN trains without one. Pre-LN pays with a stream that grows with
-# depth and needs a final LayerNorm. At 6 blocks, the depth of Vaswani et al. (2017),
-# post-LN loses little (the first line of the table), and ``nn.TransformerEncoderLayer``
-# still defaults to it (``norm_first=False``), as does this package.
+# gradients entering the blocks at initialisation, not a training run.
+# :cite:t:`xiong2020` made the argument in full: they showed that at initialisation
+# post-LN's gradients are largest near the output, which is why post-LN needs a
+# learning-rate warm-up, and that pre-LN trains without one. Pre-LN pays with a stream
+# that grows with depth and needs a final LayerNorm. At 6 blocks, the depth of
+# :cite:t:`vaswani2017`, post-LN loses little (the first line of the table), and
+# ``nn.TransformerEncoderLayer`` still defaults to it (``norm_first=False``), as does
+# this package.
 #
 # Equal to ``nn.TransformerEncoderLayer``
 # ---------------------------------------

@@ -217,8 +217,8 @@ print(f"  one / three: {one_ms / three_ms:.2f}")
 #
 # ``F.scaled_dot_product_attention`` is one function with several implementations,
 # called backends: ``MATH`` (the formula written with ordinary operations, runs
-# everywhere), ``FLASH_ATTENTION`` (the online softmax of
-# :ref:`sphx_glr_tutorials_13_memory_efficient.py`, on the CPU and on recent NVIDIA
+# everywhere), ``FLASH_ATTENTION`` (FlashAttention :cite:p:`dao2022`, the online softmax
+# of :ref:`sphx_glr_tutorials_13_memory_efficient.py`, on the CPU and on recent NVIDIA
 # GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
 # ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). By default PyTorch takes, in a fixed
 # order of preference, the first one that supports the device, dtype and shapes; the
@@ -411,9 +411,11 @@ claim(
 # ``python -m benchmarks --gpu`` measures attention on a CUDA GPU in bfloat16 and
 # float16 up to L = 16384, with CUDA events as above, and records each row with the
 # device, the torch version and the date in ``benchmarks/results/gpu-<date>.csv``. Rates
-# use FlashAttention-2's count: :math:`4NHLSD` for the forward pass, halved when causal.
-# When such a file is in this checkout, the newest one is plotted here; the page's own
-# measurements above are unaffected by it.
+# use the count of FlashAttention-2 :cite:p:`dao2023`: :math:`4NHLSD` for the forward
+# pass, halved when causal.
+# When such a file is in this checkout, the newest one is plotted here (otherwise the
+# line below says that there is none); the page's own measurements above are unaffected
+# by it.
 
 import csv
 from pathlib import Path
@@ -463,8 +465,9 @@ if rows:
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
     print(
-        "no recorded GPU results in benchmarks/results/ of this checkout: nothing to "
-        "plot"
+        "No GPU results are recorded in benchmarks/results/ of this checkout, so "
+        "this section has no figure; `python -m benchmarks --gpu` on a CUDA GPU "
+        "records them."
     )
 
 # %%

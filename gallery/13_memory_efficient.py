@@ -8,7 +8,8 @@ softmax. That matrix grows as the square of the sequence length, and long before
 arithmetic becomes slow it no longer fits in memory. The fused kernels behind
 ``F.scaled_dot_product_attention`` avoid it with one idea: the softmax can be computed a
 block of keys at a time, with a running maximum and a running sum, so the matrix never
-exists.
+exists: the online softmax of :cite:t:`milakov2018`, applied to attention by
+:cite:t:`rabe2021` and made fast on GPUs by FlashAttention :cite:p:`dao2022,dao2023`.
 
 This page works through that *online softmax* on one row with every number printed,
 reads :func:`attention.tiled_attention`, which applies it to whole tensors in plain
@@ -379,9 +380,9 @@ plot_against_length(
 # - Attention computed that way never holds the :math:`(L, S)` scores: it needs the
 #   output (which grows with L) and one tile, instead of :math:`L^2` scores, for the
 #   same number of operations.
-# - This is the idea inside the fused kernels (FlashAttention and its CPU counterpart)
-#   that ``F.scaled_dot_product_attention`` runs; :func:`attention.tiled_attention`
-#   shows it in plain PyTorch, exact against
+# - This is the idea inside the fused kernels (FlashAttention :cite:p:`dao2022`, and its
+#   CPU counterpart) that ``F.scaled_dot_product_attention`` runs;
+#   :func:`attention.tiled_attention` shows it in plain PyTorch, exact against
 #   :func:`attention.scaled_dot_product_attention`.
 #
 # API used on this page: :func:`attention.tiled_attention`,

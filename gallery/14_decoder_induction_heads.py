@@ -7,9 +7,8 @@ once. GPT-style language models work differently: they predict the *next* token,
 position may look only at the past, and they generate text one token at a time. This
 page builds such a decoder from :class:`attention.DecoderLM`, trains a two-layer one on
 the CPU in seconds, and finds inside it the attention that lets it copy, and compares it
-with the classic circuit of a *previous-token head* and an *induction head* (Elhage et
-al., 2021, A Mathematical Framework for Transformer Circuits; Olsson et al., 2022,
-In-context Learning and Induction Heads).
+with the classic circuit of a *previous-token head* and an *induction head*
+:cite:p:`elhage2021,olsson2022`.
 
 It assumes :ref:`sphx_glr_tutorials_05_masks.py` (the causal mask) and
 :ref:`sphx_glr_tutorials_11_classifier.py` (training, and switching heads off with a
@@ -233,7 +232,7 @@ claim("generation accuracy without the mask", cheat_acc, below=0.95)
 # --------------------
 #
 # How can a model continue ``... A B ... A`` with ``B``? The classic answer has two
-# heads in series (Elhage et al., 2021; Olsson et al., 2022): a **previous-token head**
+# heads in series :cite:p:`elhage2021,olsson2022`: a **previous-token head**
 # in layer 1 writes into each position the token before it (position :math:`i` attends
 # to :math:`i - 1`), so the position of ``B`` also holds ``A``; then an **induction
 # head** in layer 2 attends from the current ``A`` to the position whose previous token
@@ -285,9 +284,9 @@ plt.show()
 # low). This model found a shortcut: in these sequences the repeat *always* starts
 # :math:`T` positions back, so "attend :math:`T - 1` positions back" is always right,
 # and rotary positions make that offset easy to learn without looking at the tokens at
-# all. The two-head circuit of Olsson et al. is what a model needs when the earlier
-# occurrence can be anywhere; a fixed period lets layer 2 copy by position alone, with
-# no previous-token head. Layer 1's heads:
+# all. The two-head circuit of :cite:t:`olsson2022` is what a model needs when the
+# earlier occurrence can be anywhere; a fixed period lets layer 2 copy by position
+# alone, with no previous-token head. Layer 1's heads:
 
 fig = plot_attention(weights[0][0], x_tokens=labels, title="Layer 1's heads")
 plt.show()

@@ -7,7 +7,7 @@ every step re-encodes the whole sequence so far, and the work per token grows wi
 length. A *KV cache* keeps every layer's keys and values, so each new token costs one
 query against them. The cache then becomes the memory bill of generation, and current
 models shrink it by giving several query heads one shared key/value head: multi-query
-attention (Shazeer, 2019) and grouped-query attention (Ainslie et al., 2023).
+attention :cite:p:`shazeer2019` and grouped-query attention :cite:p:`ainslie2023`.
 
 This page generates with and without :class:`attention.KVCache`, checks that both give
 the same tokens, times them, computes the cache's size, and trains the model of

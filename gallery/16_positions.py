@@ -5,9 +5,9 @@ Positions: sinusoidal, learned, rotary (RoPE) and ALiBi
 Attention compares every query with every key, and nothing in that comparison says where
 the two tokens stand. This page shows that without positions a model cannot tell "dog
 bites man" from "man bites dog", then the four ways of giving it positions in use:
-adding a sinusoidal or a learned vector to each token (Vaswani et al., 2017), rotating
-queries and keys by their position (RoPE, Su et al., 2021), and penalising scores
-linearly with distance (ALiBi, Press et al., 2022). It ends with a measured experiment:
+adding a sinusoidal or a learned vector to each token :cite:p:`vaswani2017`, rotating
+queries and keys by their position (RoPE, :cite:t:`su2021`), and penalising scores
+linearly with distance (ALiBi, :cite:t:`press2022`). It ends with a measured experiment:
 the same small model trained with each scheme at one length and tested at longer ones.
 
 It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the causal
@@ -140,7 +140,7 @@ assert error < 1e-4
 # RoPE: rotate queries and keys
 # -----------------------------
 #
-# Rotary embeddings (Su et al., 2021) add nothing to the tokens. Inside every attention
+# Rotary embeddings :cite:p:`su2021` add nothing to the tokens. Inside every attention
 # layer, after the projections, they rotate each pair of dimensions of the query and of
 # the key by an angle proportional to the position: pair :math:`i` of a vector at
 # position :math:`p` turns by :math:`p\,\theta_i`, with :math:`\theta_i = 10000^{-2i/D}`
@@ -178,7 +178,7 @@ assert worst < 1e-11
 # rotated copies of one vector drift apart with distance. Averaged over random vectors,
 # the dot product of a vector at position 0 with the same vector at position :math:`d`
 # is :math:`2\sum_i \cos(d\,\theta_i)`, which falls from :math:`D` towards 0 as
-# :math:`d` grows (the "long-term decay" of Su et al.):
+# :math:`d` grows (the "long-term decay" of :cite:t:`su2021`):
 
 distances = torch.arange(0, 1025)  # (d,)
 expected = 2 * torch.cos(rope.angles(len(distances))).sum(-1) / D  # (d, D/2) -> (d,)
@@ -244,7 +244,7 @@ assert torch.equal(with_cache, without_cache)
 # ALiBi: a penalty on distance
 # ----------------------------
 #
-# ALiBi (Press et al., 2022) leaves queries, keys and tokens alone and adds to every
+# ALiBi :cite:p:`press2022` leaves queries, keys and tokens alone and adds to every
 # score a penalty proportional to the distance between query and key,
 # :math:`-m_h\,|i - j|`, with one fixed slope :math:`m_h` per head: a geometric sequence
 # :math:`2^{-8h/H}`, so some heads look mostly at the last few tokens and others far
@@ -394,7 +394,7 @@ for scheme in schemes:
 #   above. A causal mask lets a token count how many came before it, and ALiBi tells a
 #   head that nearer keys matter more, but neither gives one layer a way to point at
 #   *exactly* 7 positions back. ALiBi was designed for language, where recency is what
-#   matters (Press et al. (2022) show it extrapolating on language modelling); a task
+#   matters (:cite:t:`press2022` show it extrapolating on language modelling); a task
 #   that needs one exact offset is not language.
 # - Learned positions and RoPE learn it at length 32 (loss below 0.5) and lose it on
 #   longer sequences: at length 128 their loss is higher by more than 1.
@@ -416,13 +416,13 @@ print(f"                              positions 31-127 at least {untrained.min()
 assert untrained.min() > 1 - 1e-6
 
 # %%
-# RoPE's failure matches what Press et al. (2022) measured on language models: rotary
+# RoPE's failure matches what :cite:t:`press2022` measured on language models: rotary
 # and sinusoidal models degrade past their training length. The score RoPE learned for
 # offset 7 is the same at every position, but on a longer sequence each query also meets
 # keys at distances never seen in training (beyond 31), whose rotation angles the model
 # never learned to score. Models trained with RoPE are taken to longer contexts by
 # rescaling the angles and training a little at the new length (position interpolation,
-# Chen et al., 2023).
+# :cite:t:`chen2023`).
 #
 # What to remember
 # ----------------

@@ -5,9 +5,9 @@ Masks as functions, and FlexAttention
 The masks of :ref:`sphx_glr_tutorials_05_masks.py` are bool matrices: one entry per
 query and key. Every mask in use today also has a short *rule* behind it: a query sees
 the keys before it, or the last few of them, or the keys of its own document. PyTorch's
-FlexAttention (``torch.nn.attention.flex_attention``) takes the rule itself, as a Python
-function of the indices, and turns it into a kernel that skips every block of keys the
-rule excludes.
+FlexAttention :cite:p:`dong2024` (``torch.nn.attention.flex_attention``) takes the rule
+itself, as a Python function of the indices, and turns it into a kernel that skips every
+block of keys the rule excludes.
 
 This page writes four masks as such functions (causal, sliding window, packed documents
 and prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
@@ -163,7 +163,7 @@ for name, (mask_mod, mask) in masks.items():
 # --------------------------------
 #
 # The second hook, ``score_mod(score, b, h, q_idx, kv_idx)``, rewrites each scaled score
-# before the softmax. ALiBi (Press et al., 2022) subtracts a per-head slope times the
+# before the softmax. ALiBi :cite:p:`press2022` subtracts a per-head slope times the
 # distance; the same numbers as adding :func:`attention.alibi_bias` to the scores:
 #
 # .. literalinclude:: ../../attention/flex.py
@@ -459,7 +459,7 @@ _ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 th
 # GFLOP columns, exact). Times measured on a machine that runs other work are noisier
 # than operation counts, and the figure's lines are less straight, but at the longest
 # length the window is faster by the factor printed above. This is the whole speed-up of
-# FlexAttention, and of sliding-window models such as Mistral (Jiang et al., 2023): the
+# FlexAttention, and of sliding-window models such as Mistral :cite:p:`jiang2023`: the
 # tiles the mask excludes are never computed.
 #
 # What to remember

@@ -109,7 +109,7 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # and returns the local shard of the output, for either layout (``zigzag=True``), causal
 # or not.
 #
-# **Ring attention** (Liu et al., 2023). Each rank keeps its queries; the key/value
+# **Ring attention** :cite:p:`liu2023`. Each rank keeps its queries; the key/value
 # shards travel around a ring of processes. At each step a rank starts sending the shard
 # it holds to the next rank, computes its queries' partial softmax sums over it, and
 # merges them into its running sums with the same step as
@@ -139,7 +139,7 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 #    :pyobject: all_gather_attention
 #    :start-at: group, rank, world_size
 #
-# **Ulysses attention** (Jacobs et al., 2023). An all-to-all turns sequence shards into
+# **Ulysses attention** :cite:p:`jacobs2023`. An all-to-all turns sequence shards into
 # head shards: each rank then holds every position of H/P heads, attends as on one
 # device, and a second all-to-all turns the output back:
 #
@@ -354,12 +354,13 @@ if measured:
 # number forward; the contiguous layout leaves the causal work unbalanced, and zigzag
 # levels it.
 #
-# What it could not measure on one CPU, from the papers:
+# What it could not measure on one CPU, from the papers of :cite:t:`liu2023` and
+# :cite:t:`jacobs2023`:
 #
-# - **Ring** (Liu et al., 2023) overlaps each step's transfer with the next block's
+# - **Ring** :cite:p:`liu2023` overlaps each step's transfer with the next block's
 #   compute, so on fast links the communication hides behind the arithmetic; it works
 #   with any number of heads, and no rank ever holds more than two key/value shards.
-# - **Ulysses** (Jacobs et al., 2023) needs the number of heads to divide by P (and with
+# - **Ulysses** :cite:p:`jacobs2023` needs the number of heads to divide by P (and with
 #   grouped-query attention, few key/value heads limit P), but moves the least data, in
 #   a few large all-to-alls that fast interconnects within a node handle well.
 # - **All-gather** (Llama Team, 2024) is the simplest: one collective, and the attention

@@ -14,9 +14,10 @@ the code they show. Loaded by ``conf.py`` as a Sphinx extension.
   known: each ``.. literalinclude::`` becomes the source it shows, resolved by Sphinx's own
   reader, so the code a page walks through travels with it. In a notebook, roles become Markdown
   links to the page they point at on the site (``:class:``, ``:func:``, ``:ref:``, ``:doc:``,
-  ...), ``:math:`` becomes ``$...$``, and admonitions and other directives become plain
-  Markdown, so no reST reaches a reader. The sources in ``docs/`` are left as sphinx-gallery
-  wrote them.
+  ...), citations (``:cite:t:``, ``:cite:p:``) become "Vaswani et al. (2017)" and "(Vaswani
+  et al., 2017)" linked to the site's bibliography, ``:math:`` becomes ``$...$``, and
+  admonitions and other directives become plain Markdown, so no reST reaches a reader. The
+  sources in ``docs/`` are left as sphinx-gallery wrote them.
 - ``.. attention-install::`` writes the one ``pip install <wheel url>`` line on a page.
 
 The site's address, which the downloads name, is :func:`site_url`: ``ATTENTION_SITE_URL``, else
@@ -249,6 +250,21 @@ class Links:
     def document(self, name: str, from_doc: str) -> tuple[str | None, str] | None:
         return None
 
+    def citation(self, key: str, from_doc: str) -> tuple[str, str, str | None] | None:
+        """``(authors, year, url of the entry or None)`` for a bibliography key."""
+        return None
+
+
+def cite_authors(last_names: list[str]) -> str:
+    """How a citation names the authors: "A", "A and B", or "A et al." for three or more.
+
+    >>> cite_authors(["Vaswani", "Shazeer", "Parmar"]), cite_authors(["Press", "Smith"])
+    ('Vaswani et al.', 'Press and Smith')
+    """
+    if len(last_names) >= 3:
+        return f"{last_names[0]} et al."
+    return " and ".join(last_names)
+
 
 class SphinxLinks(Links):
     """Links into the built site at ``base``, resolved as Sphinx resolved the page's own."""
@@ -295,6 +311,24 @@ class SphinxLinks(Links):
             return None
         title = self.env.titles.get(docname)
         return (title.astext() if title is not None else None), self.url(docname)
+
+    def citation(self, key, from_doc):
+        from pybtex.richtext import Text
+
+        domain = self.env.get_domain("cite")
+        entry = domain.bibdata.data.entries.get(key)
+        if entry is None:
+            return None
+        names = [
+            Text.from_latex(" ".join(p.prelast_names + p.last_names)).render_as("text")
+            for p in entry.persons.get("author", [])
+        ]
+        url = None
+        for cited in domain.citations:
+            if cited.key == key:
+                url = self.url(cited.bibliography_key.docname, cited.citation_id)
+                break
+        return cite_authors(names), entry.fields.get("year", ""), url
 
 
 class _Converter:
@@ -435,6 +469,8 @@ class _Converter:
         elif role == "doc" and domain in (None, "std"):
             found = None if nolink else self.links.document(target, self.docname)
             text = title or (found[0] if found and found[0] else target)
+        elif domain == "cite" and role in ("p", "t"):
+            return self._cite(content, textual=role == "t")
         elif role == "abbr":
             text = title or content
         else:
@@ -442,6 +478,19 @@ class _Converter:
         if found is not None:
             return self._hold(f"[{text}]({found[1]})")
         return self._hold(text)
+
+    def _cite(self, keys: str, *, textual: bool) -> str:
+        """``:cite:t:`` as "Vaswani et al. (2017)", ``:cite:p:`` as "(Vaswani et al., 2017)"."""
+        parts = []
+        for key in (k.strip() for k in keys.split(",")):
+            found = self.links.citation(key, self.docname)
+            if found is None:
+                parts.append(key)
+                continue
+            authors, year, url = found
+            text = f"{authors} ({year})" if textual else f"{authors}, {year}"
+            parts.append(f"[{text}]({url})" if url else text)
+        return self._hold(", ".join(parts) if textual else "(" + "; ".join(parts) + ")")
 
     def finish(self, markdown: str) -> str:
         previous = None

@@ -168,3 +168,18 @@ def test_zips_hold_the_converted_downloads(html_dir: Path):
                     assert archive.read(info) == converted[name], f"{path.name}: {name}"
                     checked += 1
     assert checked >= 2 * len(gallery_scripts()) * 2  # each page's zip and the two galleries'
+
+
+def test_notebook_citations_link_to_entries_of_the_bibliography(html_dir: Path):
+    markdown = "".join(
+        "".join(cell["source"])
+        for cell in notebook_cells(html_dir, "07_transformer_block.py")
+        if cell["cell_type"] == "markdown"
+    )
+    links = re.findall(r"\[Vaswani et al\. \(2017\)\]\((\S+?)#(\w+)\)", markdown)
+    assert links, "page 7's notebook names no Vaswani et al. (2017)"
+    bibliography = (html_dir / "references.html").read_text(encoding="utf-8")
+    for url, anchor in links:
+        assert url.endswith("/references.html")
+        assert f'id="{anchor}"' in bibliography
+    assert "(Ba et al., 2016)" in re.sub(r"\[([^\]]+)\]\(\S+?\)", r"\1", markdown)

@@ -102,5 +102,5 @@ def test_version_and_torch_requirement_are_the_distributions():
 
 
 def test_intersphinx_is_off_without_opt_in():
-    conf = load_conf(ATTENTION_INTERSPHINX="")
+    conf = load_conf(ATTENTION_INTERSPHINX="", READTHEDOCS="")
     assert "sphinx.ext.intersphinx" not in conf["extensions"]

@@ -69,6 +69,14 @@ class FakeLinks(dl.Links):
     def document(self, name, from_doc):
         return ("API reference", "https://site.test/api.html") if name == "../api" else None
 
+    def citation(self, key, from_doc):
+        works = {
+            "vaswani2017": ("Vaswani et al.", "2017", "https://site.test/references.html#id7"),
+            "press2022": ("Press et al.", "2022", "https://site.test/references.html#id3"),
+            "shazeer2019": ("Shazeer", "2019", None),
+        }
+        return works.get(key)
+
 
 @pytest.fixture
 def module(tmp_path: Path) -> Path:
@@ -232,6 +240,35 @@ def test_roles_without_links_become_plain_code():
         converter.prepare_text(":class:`attention.X`, :meth:`a.b <attention.X.b>`, :term:`q`")
     )
     assert text == "`attention.X`, `a.b`, `q`"
+
+
+def test_citations_become_author_year_text_linked_to_the_bibliography():
+    converter = dl._Converter(include=None, links=FakeLinks(), docname="tutorials/99")
+    text = converter.finish(
+        converter.prepare_text(
+            "As in :cite:t:`vaswani2017`, ALiBi :cite:p:`press2022` and MQA\n"
+            ":cite:p:`shazeer2019, vaswani2017`; :cite:t:`press2022,shazeer2019`."
+        )
+    )
+    assert text == (
+        "As in [Vaswani et al. (2017)](https://site.test/references.html#id7), ALiBi "
+        "([Press et al., 2022](https://site.test/references.html#id3)) and MQA\n"
+        "(Shazeer, 2019; [Vaswani et al., 2017](https://site.test/references.html#id7)); "
+        "[Press et al. (2022)](https://site.test/references.html#id3), Shazeer (2019)."
+    )
+    assert not REST_SYNTAX.search(text)
+
+
+def test_citations_name_one_two_or_the_first_of_many_authors():
+    assert dl.cite_authors(["Shazeer"]) == "Shazeer"
+    assert dl.cite_authors(["Rabe", "Staats"]) == "Rabe and Staats"
+    assert dl.cite_authors(["Press", "Smith", "Lewis"]) == "Press et al."
+
+
+def test_unknown_citations_keep_their_key_without_rest():
+    converter = dl._Converter(include=None, links=dl.Links(), docname="x")
+    text = converter.finish(converter.prepare_text(":cite:p:`nobody2000` and :cite:t:`x`"))
+    assert text == "(nobody2000) and x"
 
 
 def test_script_gets_a_header_and_the_included_code_as_comments(module: Path):
