@@ -105,6 +105,13 @@ extensions = [
     # docs/_ext/attention_downloads.py: the package's wheel in the site, and notebooks and
     # scripts that install it and carry the code they show.
     "attention_downloads",
+    # sphinx-design's dropdowns, and docs/_ext/attention_exercises.py: each exercise's solution
+    # folded into a collapsed "Solution to exercise N".
+    "sphinx_design",
+    "attention_exercises",
+    # docs/_ext/attention_prerequisites.py: the line under a tutorial's title, with the pages
+    # it assumes and its reading time.
+    "attention_prerequisites",
 ]
 
 templates_path = [str(DOCS / "_templates")]
