@@ -363,7 +363,7 @@ class _Converter:
             head = f"> **{title}**"
             return self._hold_block(indent, f"{head}\n>\n{quoted}" if quoted else head)
         if name == "prerequisites":
-            note = self.prepare_text(body.replace("\n", " ")) if body else ""
+            note = self.prepare_text(options.get("assumes", "")).strip()
             line = markdown_line(
                 arg.split(),
                 note,

@@ -6,8 +6,10 @@ A gallery page declares the pages it assumes in its docstring, just under the ti
     .. prerequisites:: 03_self_attention 04_multi_head
 
 and the page shows "Prerequisites: <the pages' titles, linked> · Reading time: about N min".
-Arguments are gallery file names without ``.py``; content, if any, is prose for what is not a
-page (the first page assumes "a PyTorch tensor and a matrix product").
+Arguments are gallery file names without ``.py``; the option ``:assumes:`` says in words what
+is not a page (the first page has ``:assumes: a PyTorch tensor and a matrix product``). An
+option, not content: sphinx-gallery takes the docstring's first paragraph that is not a
+directive as the page's summary, and the option stays in the directive's paragraph.
 
 The reading time is computed from the page's own script, never typed (:func:`reading_minutes`):
 prose words at :data:`WORDS_PER_MINUTE` plus non-blank code lines, those of the code cells and
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from docutils import nodes
-from docutils.parsers.rst import Directive
+from docutils.parsers.rst import Directive, directives
 
 #: Prose reading speed.
 WORDS_PER_MINUTE = 200
@@ -137,7 +139,8 @@ class PrerequisitesDirective(Directive):
     """``.. prerequisites:: 03_self_attention 04_multi_head``: the line under a page's title."""
 
     optional_arguments = 20
-    has_content = True
+    has_content = False
+    option_spec = {"assumes": directives.unchanged}
 
     def run(self):
         env = self.state.document.settings.env
@@ -158,12 +161,12 @@ class PrerequisitesDirective(Directive):
         minutes = reading_minutes(blocks, include)
 
         refs = [f":ref:`{page_label(env.docname, page)}`" for page in self.arguments]
-        note = " ".join(line.strip() for line in self.content if line.strip())
+        note = self.options.get("assumes", "").strip()
         assumed = ", ".join([*refs, *([note] if note else [])])
         if not assumed:
             raise self.error(
                 "prerequisites: name the pages this page assumes (file names without .py), "
-                "or say in the directive's content what it assumes"
+                "or say in its option :assumes: what it assumes"
             )
         text = f"**Prerequisites:** {assumed}{SEPARATOR}{reading_time_text(minutes)}"
         inline, messages = self.state.inline_text(text, self.lineno)

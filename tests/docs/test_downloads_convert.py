@@ -260,6 +260,7 @@ A page with exercises
 =====================
 
 .. prerequisites:: 04_multi_head 05_masks
+   :assumes: a ``torch.Tensor``
 
 Text.
 """
@@ -306,7 +307,8 @@ def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_p
     # Both pages linked by title, and the reading time the page shows (1 minute: short).
     assert (
         "**Prerequisites:** [Multi-head](https://site.test/tutorials/04_multi_head.html#mh), "
-        "[Masks](https://site.test/tutorials/05_masks.html#masks) · Reading time: about 1 min"
+        "[Masks](https://site.test/tutorials/05_masks.html#masks), a ``torch.Tensor`` · "
+        "Reading time: about 1 min"
     ) in sources[0]
     assert (
         "1. **One.** A question.\n\n**Solution to exercise 1**\n\nWhat to notice." in (sources[1])
@@ -319,4 +321,4 @@ def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_p
 def test_script_keeps_the_solution_markers_as_comments():
     text, _ = dl.convert_script(EXERCISES_PAGE, include=None, header="")
     assert "\n# .. solution 1\n" in text and "\n# .. solution 2\n" in text
-    assert "\n.. prerequisites:: 04_multi_head 05_masks\n" in text
+    assert "\n.. prerequisites:: 04_multi_head 05_masks\n   :assumes: a" in text

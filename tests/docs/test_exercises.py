@@ -190,8 +190,7 @@ A page without exercises
 ========================
 
 .. prerequisites::
-
-   a PyTorch tensor
+   :assumes: a PyTorch tensor
 
 Written by the test suite.
 """
@@ -303,3 +302,14 @@ def test_the_fold_keeps_indented_blocks_intact():
     page = GENERATED.replace("What to notice.", ".. note::\n\n   Careful.")
     folded = ex.fold_solutions(page)
     assert "\n   .. note::\n\n      Careful.\n" in folded
+
+
+def test_the_line_is_not_taken_for_the_pages_summary():
+    # sphinx-gallery's thumbnails show the docstring's first paragraph that is no directive.
+    from sphinx_gallery.gen_rst import extract_intro_and_title
+
+    page = ROOT / "gallery" / "01_qkv_analogy.py"
+    docstring = page.read_text(encoding="utf-8").split('"""')[1]
+    assert ".. prerequisites::" in docstring
+    intro, _ = extract_intro_and_title(page, docstring)
+    assert intro.startswith("Attention is a way of looking things up.")
