@@ -2,6 +2,8 @@
 Masks and their conventions
 ===========================
 
+.. prerequisites:: 04_multi_head
+
 A mask decides which keys a query may attend to. Two masks do almost all the work: the
 *causal* (look-ahead) mask, which stops a token from reading the tokens after it, and
 the *padding* mask, which stops every token from reading the filler tokens that make
@@ -11,8 +13,8 @@ example: they all give the same outputs once converted, and they differ in what 
 at the edges: half precision, a query with no key left, and causal masks with more keys
 than queries.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own convention,
-used everywhere, is a **bool** mask where ``True`` means *may attend*.
+The package's own convention, used everywhere, is a **bool** mask where ``True``
+means *may attend*.
 """
 
 # %%
