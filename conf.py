@@ -112,6 +112,13 @@ extensions = [
     "attention_site",
     # The bibliography (docs/references.bib) and the :cite:p: / :cite:t: roles.
     "sphinxcontrib.bibtex",
+    # sphinx-design's dropdowns, and docs/_ext/attention_exercises.py: each exercise's solution
+    # folded into a collapsed "Solution to exercise N".
+    "sphinx_design",
+    "attention_exercises",
+    # docs/_ext/attention_prerequisites.py: the line under a tutorial's title, with the pages
+    # it assumes and its reading time.
+    "attention_prerequisites",
 ]
 
 templates_path = [str(DOCS / "_templates")]

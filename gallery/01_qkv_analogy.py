@@ -2,6 +2,9 @@
 Queries, keys and values: attention as a soft lookup
 ====================================================
 
+.. prerequisites::
+   :assumes: a PyTorch tensor and a matrix product
+
 Attention is a way of looking things up. You give it a *query*; it compares the query
 with a set of *keys*; and it returns the *values* that belong to the keys that match
 best. A search engine does the same: the query is what you type, the keys are the titles
@@ -12,9 +15,9 @@ them, weighted by how well each one matched. That blend is the attention of
 
 This page builds that picture with a toy search engine over five pages, then works
 through attention on three tokens with every intermediate number printed and drawn,
-small enough to check with pen and paper. It is the first page of the site: it assumes
-only that you know what a PyTorch tensor and a matrix product are. No model is trained,
-and every result on the page was computed by the code above it when the site was built.
+small enough to check with pen and paper. It is the first page of the site. No model is
+trained, and every result on the page was computed by the code above it when the site
+was built.
 """
 
 # %%
@@ -432,7 +435,56 @@ print("the package agrees with the step-by-step computation")
 #   :math:`Q, K, V`, attention is :math:`\text{softmax}(QK^\top/\sqrt{E})\,V`.
 #
 # Used on this page: :func:`attention.scaled_dot_product_attention`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Another query.** Search the five pages for "dog health". Which page gets the
+#    largest soft weight, and which pages share the same weight?
+# 2. **Shift every score.** Add 10 to every score of the query "food for my cat". Do
+#    the soft weights change? Why?
+# 3. **Predict a column.** Change the last entry of every value in :math:`V` from 2 to
+#    5. Before running it, say what the last column of the output becomes.
+#
+# .. solution 1
+#
+# "dog health tips" matches both words; "dog food reviews" and "cat health tips"
+# match one each, so they tie, and equal scores always get equal weights.
+
+scores_dog = keys @ embed("dog health")  # (5,)
+soft_dog = scores_dog.softmax(dim=0)
+for title, s, w in zip(titles, scores_dog, soft_dog, strict=True):
+    print(f"{title:>18}: score {s:.0f}   soft {w:.3f}")
+assert titles[soft_dog.argmax()] == "dog health tips"
+tied = [titles.index("dog food reviews"), titles.index("cat health tips")]
+torch.testing.assert_close(soft_dog[tied[0]], soft_dog[tied[1]])
+
+# %%
+# .. solution 2
+#
+# They do not change: :math:`e^{s_i + c} / \sum_j e^{s_j + c}` has the factor
+# :math:`e^c` on top and below. Only the differences between scores matter.
+
+scores_food = keys @ query  # (5,), as at the top of the page
+shifted = scores_food + 10
+print("weights:", [round(w, 3) for w in scores_food.softmax(dim=0).tolist()])
+print("shifted:", [round(w, 3) for w in shifted.softmax(dim=0).tolist()])
+torch.testing.assert_close(shifted.softmax(dim=0), scores_food.softmax(dim=0))
+
+# %%
+# .. solution 3
+#
+# 5 in every row: each row of weights sums to 1, so a column that holds the same
+# number in every value comes out as that number.
+
+V5 = V.clone()
+V5[:, 3] = 5.0
+output5 = weights @ V5  # (L, L) @ (L, E) -> (L, E)
+print(output5[:, 3])
+torch.testing.assert_close(output5[:, 3], torch.full((L,), 5.0, device=device))
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` takes the formula apart,
 # shape by shape, and measures why the scores are divided by :math:`\sqrt{E}`.
 

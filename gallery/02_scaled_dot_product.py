@@ -2,6 +2,8 @@ r"""
 Scaled dot-product attention, step by step
 ==========================================
 
+.. prerequisites:: 01_qkv_analogy
+
 Scaled dot-product attention is the formula at the heart of every Transformer:
 
 .. math::
@@ -10,8 +12,7 @@ Scaled dot-product attention is the formula at the heart of every Transformer:
 
 This page takes it apart into its four steps, with the shape of the tensor at each one,
 then *measures* why the scores are divided by :math:`\sqrt{D}` instead of taking it on
-trust. It ends with the package's own implementation, checked against PyTorch's. It
-assumes the query, key and value picture of :ref:`sphx_glr_tutorials_01_qkv_analogy.py`.
+trust. It ends with the package's own implementation, checked against PyTorch's.
 """
 
 # %%
@@ -504,7 +505,61 @@ print(
 #
 # Used on this page: :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.plot_attention`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Predict the shapes.** A batch of :math:`N = 2` sequences with :math:`H = 4`
+#    heads, :math:`L = 7` queries and :math:`S = 9` keys of size :math:`D = 16`, and
+#    values of size :math:`D_v = 5`. Write down the shapes of the scores, the weights
+#    and the output, then check them.
+# 2. **Move the scale into the queries.** Show that multiplying the queries by
+#    :math:`1/\sqrt{D}` and then taking the softmax of the plain :math:`QK^\top` gives
+#    the package's output: the scale can sit on either side of the product.
+# 3. **One key per query.** Build a mask that lets query :math:`i` attend to key
+#    :math:`i` only. What are the weights and the output?
+#
+# .. solution 1
+#
+# The scores and the weights are :math:`(N, H, L, S)`; the output takes the keys' axis
+# away and the values' size in: :math:`(N, H, L, D_v)`.
+
+q1 = torch.randn(2, 4, 7, 16, device=device)  # (N, H, L, D)
+k1 = torch.randn(2, 4, 9, 16, device=device)  # (N, H, S, D)
+v1 = torch.randn(2, 4, 9, 5, device=device)  # (N, H, S, Dv)
+scores1 = q1 @ k1.transpose(-2, -1)  # (N, H, L, D) @ (N, H, D, S) -> (N, H, L, S)
+out1, weights1 = attention.scaled_dot_product_attention(q1, k1, v1)
+print("scores", tuple(scores1.shape), " weights", tuple(weights1.shape))
+print("output", tuple(out1.shape))
+assert scores1.shape == weights1.shape == (2, 4, 7, 9)
+assert out1.shape == (2, 4, 7, 5)
+
+# %%
+# .. solution 2
+#
+# In float64, so that the two orders of the arithmetic agree to many digits.
+
+q64, k64, v64 = query.double(), key.double(), value.double()
+# (L, D) @ (D, S) -> (L, S), then (L, S) @ (S, Dv) -> (L, Dv)
+moved = ((q64 / math.sqrt(D)) @ k64.transpose(-2, -1)).softmax(dim=-1) @ v64
+reference, _ = attention.scaled_dot_product_attention(q64, k64, v64)
+print(f"largest difference: {(moved - reference).abs().max().item():.1e}")
+torch.testing.assert_close(moved, reference, rtol=1e-12, atol=1e-12)
+
+# %%
+# .. solution 3
+#
+# A row with one allowed key puts all its weight there: the softmax of a single score is
+# 1. The output of query :math:`i` is then value :math:`i`, exactly.
+
+one_key = torch.eye(L, S, dtype=torch.bool, device=device)  # (L, S): query i, key i
+out3, weights3 = attention.scaled_dot_product_attention(query, key, value, one_key)
+print(weights3)
+assert torch.equal(weights3, one_key.float())
+torch.testing.assert_close(out3, value[:L])
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_03_self_attention.py` makes the queries, keys and
 # values from a sequence with learned projections.
 

@@ -2,6 +2,8 @@ r"""
 Single-head self-attention
 ==========================
 
+.. prerequisites:: 02_scaled_dot_product
+
 In *self*-attention the queries, the keys and the values all come from the same
 sequence: every token looks at every token of its own sentence, itself included. Each
 token's vector is turned into a query, a key and a value by three learned linear maps,
@@ -10,7 +12,7 @@ and scaled dot-product attention does the rest.
 This page reads the package's :class:`attention.SelfAttention` line by line with the
 shape of every tensor, then sets its three projections by hand on a tiny made-up
 embedding, so that the attention weights of a short sentence mean something you can
-check by eye. It assumes :ref:`sphx_glr_tutorials_02_scaled_dot_product.py`.
+check by eye.
 """
 
 # %%
@@ -358,7 +360,60 @@ assert torch.allclose(shuffled_out, out[:, perm])
 # Used on this page: :class:`attention.SelfAttention`,
 # :func:`attention.scaled_dot_product_attention`, :func:`attention.plot_attention`,
 # :class:`attention.PositionalEncoding`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Count the parameters.** How many numbers does :class:`attention.SelfAttention`
+#    learn for :math:`E = 5`, and for :math:`E = 512`? Work it out, then count them.
+# 2. **A sentence of one word.** Run the hand-set head on "eat" alone. Before running
+#    it, say what the weights and the output are.
+# 3. **Silence a feature.** Set to zero the column of :math:`W_Q` for the feature
+#    "describes food". What happens to the row of "fresh"?
+#
+# .. solution 1
+#
+# Three :math:`E \times E` projections without bias: :math:`3E^2`.
+
+for size in (E, 512):
+    learned = sum(p.numel() for p in attention.SelfAttention(size).parameters())
+    print(f"E = {size}: {learned:,} parameters")
+    assert learned == 3 * size * size
+
+# %%
+# .. solution 2
+#
+# With one key, its weight is 1, so the output is that word's value: with
+# :math:`W_V = I`, its own embedding.
+
+alone = x[:, [words.index("eat")]]  # (N, 1, E)
+out_alone, weights_alone = head(alone)  # (N, 1, E), (N, 1, 1)
+print("weights:", weights_alone.tolist(), " output:", out_alone[0, 0].tolist())
+assert weights_alone.tolist() == [[[1.0]]]
+torch.testing.assert_close(out_alone, alone)
+
+# %%
+# .. solution 3
+#
+# "fresh" has no other feature, so its query becomes zero: every score in its row is
+# 0 and the row is uniform, like the row of "and". The other rows keep their pattern.
+
+import copy
+
+muted = copy.deepcopy(head)
+with torch.no_grad():
+    muted.q_proj.weight[:, FEATURES.index("describes food")] = 0.0
+_, muted_weights = muted(x)  # (N, L, L)
+fresh = words.index("fresh")
+print('"fresh" now:', [round(w, 3) for w in muted_weights[0, fresh].tolist()])
+torch.testing.assert_close(
+    muted_weights[0, fresh], torch.full((L,), 1 / L, device=device)
+)
+others = [i for i in range(L) if i != fresh]
+torch.testing.assert_close(muted_weights[0, others], weights[0, others])
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_04_multi_head.py` runs several heads side by side, each
 # with its own queries, keys and values.
 

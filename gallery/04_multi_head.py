@@ -2,16 +2,16 @@
 Multi-head attention
 ====================
 
+.. prerequisites:: 03_self_attention
+
 One attention over all 512 dimensions of a token, or eight attentions over 64 dimensions
 each? Multi-head attention takes the second option: it cuts the projected queries, keys
 and values into ``H`` slices (the *heads*), lets each slice attend on its own, glues the
 results back together and mixes them with one more linear layer. This page shows that
 the cut is only a ``view`` and a ``transpose``, runs
 :class:`attention.MultiHeadAttention` on a batch of sentences, checks it against eight
-separate attentions, and compares one head with eight.
-
-It assumes :ref:`sphx_glr_tutorials_03_self_attention.py`: queries, keys and values are
-learned projections of the tokens, and attention is
+separate attentions, and compares one head with eight. It builds on the previous
+pages: queries, keys and values are learned projections of the tokens, and attention is
 :math:`\\text{softmax}(QK^\\top/\\sqrt{D})\\,V`.
 """
 
@@ -468,7 +468,63 @@ else:
 # API used on this page: :class:`attention.MultiHeadAttention`,
 # :func:`attention.scaled_dot_product_attention`, and ``split_heads`` / ``merge_heads``
 # from ``attention.multi_head``.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Another split.** :math:`E = 96` with :math:`H = 12` heads on a batch of
+#    :math:`N = 2` sequences of :math:`L = 5` tokens: what is :math:`D`, and what are
+#    the shapes of the split queries, the output and the weights?
+# 2. **Which head counts work?** For which :math:`H` from 1 to 16 does
+#    ``MultiHeadAttention(512, H)`` build?
+# 3. **Switch a head off.** Zero the columns of ``out_proj.weight`` that read head 3.
+#    Now change head 3's output as above: how many output features move?
+#
+# .. solution 1
+#
+# :math:`D = 96 / 12 = 8`; the weights have one :math:`(L, L)` matrix per sequence and
+# head.
+
+mha96 = MultiHeadAttention(96, 12).to(device)
+x96 = torch.randn(2, 5, 96, device=device)  # (N, L, E)
+out96, weights96 = mha96(x96)
+q96 = split_heads(mha96.q_proj(x96), 12)  # (N, L, E) -> (N, H, L, D)
+print("D =", 96 // 12, " queries", tuple(q96.shape))
+print("output", tuple(out96.shape), " weights", tuple(weights96.shape))
+assert q96.shape == (2, 12, 5, 8)
+assert out96.shape == (2, 5, 96) and weights96.shape == (2, 12, 5, 5)
+
+# %%
+# .. solution 2
+#
+# The divisors of 512: the powers of two.
+
+works = []
+for h in range(1, 17):
+    try:
+        MultiHeadAttention(512, h)
+    except ValueError:
+        continue
+    works.append(h)
+print("head counts that build:", works)
+assert works == [1, 2, 4, 8, 16]
+
+# %%
+# .. solution 3
+#
+# None: head 3 now reaches the output through zero weights only.
+
+import copy
+
+off = copy.deepcopy(mha)
+with torch.no_grad():
+    off.out_proj.weight[:, 3 * D : 4 * D] = 0.0
+    moved = (off.out_proj(nudged) - off.out_proj(concat)).abs()[0, 0]  # (E,)
+print(f"features changed after out_proj: {int((moved > 0).sum())} of {E}")
+assert int((moved > 0).sum()) == 0
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_05_masks.py` decides which token may look at which.
 
 # sphinx_gallery_thumbnail_number = 3

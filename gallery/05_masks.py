@@ -2,6 +2,8 @@
 Building masks
 ==============
 
+.. prerequisites:: 04_multi_head
+
 A mask decides which keys a query may attend to. Two masks do almost all the work: the
 *causal* (look-ahead) mask, which stops a token from reading the tokens after it, and
 the *padding* mask, which stops every token from reading the filler tokens that make
@@ -9,10 +11,9 @@ sentences of different lengths fit in one batch. This page builds both, draws th
 combines them, applies them to a multi-head attention layer and checks what they do to
 its weights and outputs.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own convention,
-used everywhere, is a **bool** mask where ``True`` means *may attend*; PyTorch's other
-conventions, and what happens at their edges, are the subject of the next page,
-:ref:`sphx_glr_tutorials_06_mask_conventions.py`.
+The package's own convention, used everywhere, is a **bool** mask where ``True`` means
+*may attend*; PyTorch's other conventions, and what happens at their edges, are the
+subject of the next page, :ref:`sphx_glr_tutorials_06_mask_conventions.py`.
 """
 
 # %%

@@ -2,6 +2,8 @@
 PyTorch's mask conventions
 ==========================
 
+.. prerequisites:: 04_multi_head 05_masks
+
 PyTorch has more than one way of saying "this key is blocked", and they disagree on
 what ``True`` means. This page puts every mask convention found in PyTorch side by
 side, computed on the same example: they all give the same outputs once converted, and
@@ -9,9 +11,9 @@ they differ at the edges, which the rest of the page follows one by one: large f
 numbers in half precision, a query with no key left, and causal masks with more keys
 than queries.
 
-It assumes :ref:`sphx_glr_tutorials_05_masks.py`, which builds the causal and padding
-masks used here, and :ref:`sphx_glr_tutorials_04_multi_head.py`. The package's own
-convention, used everywhere, is a **bool** mask where ``True`` means *may attend*.
+The causal and padding masks used here are built on
+:ref:`sphx_glr_tutorials_05_masks.py`. The package's own convention, used everywhere,
+is a **bool** mask where ``True`` means *may attend*.
 """
 
 # %%

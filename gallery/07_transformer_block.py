@@ -2,6 +2,8 @@
 The Transformer block
 =====================
 
+.. prerequisites:: 04_multi_head 05_masks
+
 Attention lets tokens exchange information; a Transformer block wraps it with the parts
 that make a deep stack of such layers trainable: a position-wise feed-forward network, a
 residual connection around each of the two, layer normalisation :cite:p:`ba2016`, and
@@ -11,8 +13,6 @@ between the original *post-LN* order and the *pre-LN* order that many deeper mod
 and checks that the block gives the same numbers as PyTorch's
 ``nn.TransformerEncoderLayer``.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py` and
-:ref:`sphx_glr_tutorials_05_masks.py`.
 """
 
 # %%

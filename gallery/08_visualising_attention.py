@@ -2,6 +2,8 @@
 Visualising attention
 =====================
 
+.. prerequisites:: 04_multi_head 07_transformer_block
+
 Attention weights are one of the few parts of a network that can be read directly: for
 every query token, a probability distribution over the key tokens. This page draws them
 as heatmaps with :func:`attention.plot_attention`, first for an untrained model, whose
@@ -11,9 +13,8 @@ decide the label. It measures what the heads do over a thousand held-out sentenc
 rather than trusting one picture, and shows what is lost when the heads are averaged
 into one map, as ``nn.MultiheadAttention`` does by default.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py` and
-:ref:`sphx_glr_tutorials_07_transformer_block.py`; the classifier itself is the subject
-of :ref:`sphx_glr_tutorials_11_classifier.py`.
+The classifier itself is the subject of
+:ref:`sphx_glr_tutorials_11_classifier.py`.
 """
 
 # %%

@@ -2,6 +2,8 @@
 Checking gradients
 ==================
 
+.. prerequisites:: 05_masks 07_transformer_block
+
 Autograd writes the backward pass for us, but it only differentiates what the forward
 pass does: a mask that lets a gradient leak to a key it should hide, or a NaN that
 appears only in the backward pass, raises no error. This page checks the package's
@@ -10,8 +12,7 @@ those checks need float64, follows the gradient through a query that may attend 
 nothing, compares the ways of blocking a score, and ends with the gradient norm of every
 parameter of a Transformer block.
 
-It assumes :ref:`sphx_glr_tutorials_05_masks.py` (bool masks, ``True`` = may attend) and
-:ref:`sphx_glr_tutorials_07_transformer_block.py`.
+Masks are bool, ``True`` = may attend, as in :ref:`sphx_glr_tutorials_05_masks.py`.
 """
 
 # %%

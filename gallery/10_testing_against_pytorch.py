@@ -2,6 +2,8 @@
 Testing against PyTorch
 =======================
 
+.. prerequisites:: 04_multi_head 06_mask_conventions 07_transformer_block
+
 PyTorch ships its own ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` and
 ``F.scaled_dot_product_attention``. They are the best test this package could ask for:
 load the same weights into both, feed both the same input, and every output must agree
@@ -10,9 +12,7 @@ the weight copy that seems obvious and silently leaves the biases behind, then w
 package's ``from_torch`` converters. It closes with a property test that lets
 ``hypothesis`` choose the shapes and the masks.
 
-It assumes :ref:`sphx_glr_tutorials_04_multi_head.py`,
-:ref:`sphx_glr_tutorials_06_mask_conventions.py` (the two mask polarities) and
-:ref:`sphx_glr_tutorials_07_transformer_block.py`.
+The two mask polarities are those of :ref:`sphx_glr_tutorials_06_mask_conventions.py`.
 """
 
 # %%

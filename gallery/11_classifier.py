@@ -2,6 +2,8 @@
 Application: an attention text classifier
 =========================================
 
+.. prerequisites:: 05_masks 07_transformer_block
+
 The pieces of the earlier pages, put to work: token embeddings, positions, two pre-LN
 Transformer blocks of 4 heads each, and a linear head, trained as a sentiment classifier
 on the small synthetic task of :mod:`attention.data`. It trains on the CPU in seconds,
@@ -10,8 +12,6 @@ attention it learned on real example sentences, which heads it cannot do without
 (switching them off one at a time), how it pools the tokens into one vector, and why
 padding never changes its answer.
 
-It assumes :ref:`sphx_glr_tutorials_07_transformer_block.py` and
-:ref:`sphx_glr_tutorials_05_masks.py`;
 :ref:`sphx_glr_tutorials_08_visualising_attention.py` reads the same model's heads in
 more detail.
 """

@@ -2,6 +2,8 @@
 Performance: timing attention on the CPU and the GPU
 ====================================================
 
+.. prerequisites:: 04_multi_head
+
 The earlier pages made attention correct; this one measures how fast it runs and why. It
 times what packing the three input projections into one matrix buys, finds out which of
 PyTorch's attention kernels runs on which device, measures the cost of asking for the
@@ -10,9 +12,8 @@ starts with how to time code so that the numbers mean something, on a GPU in par
 
 Every time on the page was measured when the page ran, on the device printed below. The
 site is built on a CPU-only machine, so there the GPU-specific steps say so and time the
-CPU instead; run the page on a machine with a CUDA GPU to see them on the GPU. The page
-assumes :ref:`sphx_glr_tutorials_04_multi_head.py`; the full benchmark behind it is
-``make bench``.
+CPU instead; run the page on a machine with a CUDA GPU to see them on the GPU. The full
+benchmark behind the page is ``make bench``.
 """
 
 # %%

@@ -2,6 +2,8 @@
 Memory-efficient attention: the online softmax
 ==============================================
 
+.. prerequisites:: 02_scaled_dot_product
+
 The reference path of :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` computes every
 score of every query against every key, an :math:`(L, S)` matrix per head, before the
 softmax. That matrix grows as the square of the sequence length, and long before the
@@ -14,7 +16,7 @@ exists: the online softmax of :cite:t:`milakov2018`, applied to attention by
 This page works through that *online softmax* on one row with every number printed,
 reads :func:`attention.tiled_attention`, which applies it to whole tensors in plain
 PyTorch, checks it against the reference, and measures peak memory and time against the
-sequence length. It assumes the scaled dot-product formula; timing is explained in
+sequence length. Timing is explained in
 :ref:`sphx_glr_tutorials_12_performance.py`.
 """
 

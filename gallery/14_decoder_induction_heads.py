@@ -2,6 +2,8 @@
 A decoder, and the induction heads it learns
 ============================================
 
+.. prerequisites:: 05_masks 11_classifier
+
 The classifier of :ref:`sphx_glr_tutorials_11_classifier.py` reads a whole sentence at
 once. GPT-style language models work differently: they predict the *next* token, each
 position may look only at the past, and they generate text one token at a time. This
@@ -10,9 +12,8 @@ the CPU in seconds, and finds inside it the attention that lets it copy, and com
 with the classic circuit of a *previous-token head* and an *induction head*
 :cite:p:`elhage2021,olsson2022`.
 
-It assumes :ref:`sphx_glr_tutorials_05_masks.py` (the causal mask) and
-:ref:`sphx_glr_tutorials_11_classifier.py` (training, and switching heads off with a
-hook).
+From the pages it assumes it takes the causal mask, training, and switching heads off
+with a hook.
 """
 
 # %%

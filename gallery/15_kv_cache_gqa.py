@@ -2,6 +2,8 @@
 Generating with a KV cache, and sharing keys and values
 =======================================================
 
+.. prerequisites:: 14_decoder_induction_heads
+
 A decoder generates one token at a time: predict, append, predict again. Done naively,
 every step re-encodes the whole sequence so far, and the work per token grows with its
 length. A *KV cache* keeps every layer's keys and values, so each new token costs one
@@ -11,8 +13,7 @@ attention :cite:p:`shazeer2019` and grouped-query attention :cite:p:`ainslie2023
 
 This page generates with and without :class:`attention.KVCache`, checks that both give
 the same tokens, times them, computes the cache's size, and trains the model of
-:ref:`sphx_glr_tutorials_14_decoder_induction_heads.py` with fewer key/value heads. It
-assumes that page.
+:ref:`sphx_glr_tutorials_14_decoder_induction_heads.py` with fewer key/value heads.
 """
 
 # %%

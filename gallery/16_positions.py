@@ -2,6 +2,8 @@
 Positions: sinusoidal, learned, rotary (RoPE) and ALiBi
 =======================================================
 
+.. prerequisites:: 03_self_attention 05_masks 11_classifier
+
 Attention compares every query with every key, and nothing in that comparison says where
 the two tokens stand. This page shows that without positions a model cannot tell "dog
 bites man" from "man bites dog", then the four ways of giving it positions in use:
@@ -10,9 +12,8 @@ queries and keys by their position (RoPE, :cite:t:`su2021`), and penalising scor
 linearly with distance (ALiBi, :cite:t:`press2022`). It ends with a measured experiment:
 the same small model trained with each scheme at one length and tested at longer ones.
 
-It assumes self-attention (:ref:`sphx_glr_tutorials_03_self_attention.py`), the causal
-mask (:ref:`sphx_glr_tutorials_05_masks.py`) and the classifier of
-:ref:`sphx_glr_tutorials_11_classifier.py`, which already used sinusoidal positions.
+The classifier of :ref:`sphx_glr_tutorials_11_classifier.py` already used sinusoidal
+positions.
 """
 
 # %%

@@ -2,6 +2,8 @@
 Masks as functions, and FlexAttention
 =====================================
 
+.. prerequisites:: 05_masks 13_memory_efficient
+
 The masks of :ref:`sphx_glr_tutorials_05_masks.py` are bool matrices: one entry per
 query and key. Every mask in use today also has a short *rule* behind it: a query sees
 the keys before it, or the last few of them, or the keys of its own document. PyTorch's
@@ -13,9 +15,8 @@ This page writes four masks as such functions (causal, sliding window, packed do
 and prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
 against the bool mask or additive bias it replaces, in float64, shows how FlexAttention
 finds the blocks to skip, and measures what skipping saves for a sliding window as the
-sequence grows. It assumes the masks of :ref:`sphx_glr_tutorials_05_masks.py` and the
-block-wise computation of :ref:`sphx_glr_tutorials_13_memory_efficient.py`; ALiBi is
-introduced with the other position schemes in :ref:`sphx_glr_tutorials_16_positions.py`.
+sequence grows. ALiBi is introduced with the other position schemes in
+:ref:`sphx_glr_tutorials_16_positions.py`.
 """
 
 # %%

@@ -2,6 +2,8 @@
 Attention across devices: context parallelism
 =============================================
 
+.. prerequisites:: 04_multi_head 13_memory_efficient
+
 :ref:`sphx_glr_tutorials_13_memory_efficient.py` introduced the online softmax:
 attention over blocks of keys, merged one block at a time, that never builds the whole
 matrix of scores. The same merge is how attention scales past one device. When a
@@ -14,9 +16,7 @@ sequence between them and compute attention with three strategies from
 :mod:`attention.distributed`: a ring, an all-gather, and an all-to-all over heads
 (DeepSpeed-Ulysses). It checks them against single-process attention, counts the bytes
 each process sends, measures its peak memory, and shows why the causal mask needs a
-second way to split the sequence. The same code runs on NCCL across GPUs. It assumes the
-online softmax of page 13 and multi-head attention
-(:ref:`sphx_glr_tutorials_04_multi_head.py`).
+second way to split the sequence. The same code runs on NCCL across GPUs.
 """
 
 # %%

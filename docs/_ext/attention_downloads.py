@@ -18,6 +18,10 @@ the code they show. Loaded by ``conf.py`` as a Sphinx extension.
   et al., 2017)" linked to the site's bibliography, ``:math:`` becomes ``$...$``, and
   admonitions and other directives become plain Markdown, so no reST reaches a reader. The
   sources in ``docs/`` are left as sphinx-gallery wrote them.
+- In a notebook, the ``.. solution N`` marker of an exercise's solution (folded into a dropdown
+  on the page by ``attention_exercises``) becomes a bold "Solution to exercise N" line, and the
+  ``.. prerequisites::`` line (``attention_prerequisites``) becomes Markdown with the same links
+  and reading time as the page. The script keeps both as reST.
 - ``.. attention-install::`` writes the one ``pip install <wheel url>`` line on a page.
 
 The site's address, which the downloads name, is :func:`site_url`: ``ATTENTION_SITE_URL``, else
@@ -39,6 +43,8 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from attention_exercises import SOLUTION_MARKER, SOLUTION_TITLE
+from attention_prerequisites import markdown_line, page_label, reading_minutes, script_blocks
 from docutils import nodes
 from docutils.parsers.rst import Directive
 
@@ -351,6 +357,8 @@ class _Converter:
         self.docname = docname
         self.pieces: dict[str, str] = {}
         self.includes: list[str] = []
+        #: The page's reading time, for its prerequisites line.
+        self.reading_minutes = 1
 
     def _hold(self, markdown: str) -> str:
         key = f"QQATTNDL{len(self.pieces):05d}QQ"
@@ -388,6 +396,15 @@ class _Converter:
             quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
             head = f"> **{title}**"
             return self._hold_block(indent, f"{head}\n>\n{quoted}" if quoted else head)
+        if name == "prerequisites":
+            note = self.prepare_text(options.get("assumes", "")).strip()
+            line = markdown_line(
+                arg.split(),
+                note,
+                self.reading_minutes,
+                lambda page: self.links.label(page_label(self.docname, page), self.docname),
+            )
+            return f"{indent}{line}"
         if name == "rubric":
             return f"{indent}**{arg}**"
         if name in ("image", "figure"):
@@ -413,6 +430,13 @@ class _Converter:
                 directive, end = parsed
                 out.append(self._directive(directive))
                 i = end
+                continue
+            solution = SOLUTION_MARKER.match(line)
+            if solution:
+                # Notebooks cannot fold a cell: the marker becomes a bold line.
+                title = SOLUTION_TITLE.format(number=solution.group("number"))
+                out.append(f"{line[: _indent_of(line)]}**{title}**")
+                i += 1
                 continue
             comment = _COMMENT.match(line)
             if comment and not line.strip().startswith((".. _", ".. |")):
@@ -505,26 +529,6 @@ class _Converter:
 # -- The downloads -----------------------------------------------------------------------------
 
 
-def _script_blocks(path: Path, gallery_conf: Mapping) -> list:
-    """The blocks of a gallery script as sphinx-gallery puts them in its notebook."""
-    from sphinx_gallery import py_source_parser
-    from sphinx_gallery.py_source_parser import Block
-
-    _, blocks = py_source_parser.split_code_and_text_blocks(str(path))
-    blocks = [
-        Block(label, py_source_parser.remove_ignore_blocks(content), lineno)
-        for label, content, lineno in blocks
-    ]
-    if gallery_conf.get("remove_config_comments"):
-        blocks = [
-            Block(label, py_source_parser.remove_config_comments(content), lineno)
-            for label, content, lineno in blocks
-        ]
-    if blocks and blocks[-1].content.isspace():
-        blocks = blocks[:-1]
-    return blocks
-
-
 def convert_notebook(
     path: Path,
     gallery_conf: Mapping,
@@ -541,9 +545,11 @@ def convert_notebook(
     from sphinx_gallery.py_source_parser import Block
 
     converter = _Converter(include=include, links=links, docname=docname)
+    blocks = script_blocks(path, gallery_conf)
+    converter.reading_minutes = reading_minutes(blocks, include)
     blocks = [
         Block(label, converter.prepare_text(content) if label == "text" else content, lineno)
-        for label, content, lineno in _script_blocks(path, gallery_conf)
+        for label, content, lineno in blocks
     ]
     notebook = jupyter_notebook(blocks, dict(gallery_conf), str(path.parent))
     for cell in notebook["cells"]:

@@ -289,3 +289,73 @@ def test_an_include_that_would_end_the_docstring_is_refused(module: Path):
     page = 'r"""\nT\n=\n\n.. literalinclude:: ../../pkg/box.py\n   :pyobject: Box\n"""\n'
     with pytest.raises(ValueError, match="triple quote"):
         dl.convert_script(page, include=include_from(module), header="")
+
+
+EXERCISES_PAGE = '''\
+"""
+A page with exercises
+=====================
+
+.. prerequisites:: 04_multi_head 05_masks
+   :assumes: a ``torch.Tensor``
+
+Text.
+"""
+
+# %%
+# Exercises
+# ---------
+#
+# 1. **One.** A question.
+#
+# .. solution 1
+#
+# What to notice.
+
+print(1)
+
+# %%
+# .. solution 2
+
+print(2)
+'''
+
+
+class ExerciseLinks(FakeLinks):
+    def label(self, name, from_doc):
+        if name == "sphx_glr_tutorials_04_multi_head.py":
+            return "Multi-head", "https://site.test/tutorials/04_multi_head.html#mh"
+        return super().label(name, from_doc)
+
+
+def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_path: Path):
+    page = tmp_path / "docs" / "tutorials" / "99_page.py"
+    page.parent.mkdir(parents=True)
+    page.write_text(EXERCISES_PAGE, encoding="utf-8")
+    gallery_conf = {"first_notebook_cell": None, "last_notebook_cell": None}
+    gallery_conf |= {"notebook_images": False, "pypandoc": False}
+    gallery_conf |= {"promote_jupyter_magic": False, "remove_config_comments": True}
+    notebook, _ = dl.convert_notebook(
+        page, gallery_conf, include=None, links=ExerciseLinks(), docname="tutorials/99_page"
+    )
+    cells = notebook["cells"]
+    assert [c["cell_type"] for c in cells] == ["markdown", "markdown", "code", "markdown", "code"]
+    sources = ["".join(c["source"]) for c in cells]
+    # Both pages linked by title, and the reading time the page shows (1 minute: short).
+    assert (
+        "**Prerequisites:** [Multi-head](https://site.test/tutorials/04_multi_head.html#mh), "
+        "[Masks](https://site.test/tutorials/05_masks.html#masks), a ``torch.Tensor`` · "
+        "Reading time: about 1 min"
+    ) in sources[0]
+    assert (
+        "1. **One.** A question.\n\n**Solution to exercise 1**\n\nWhat to notice." in (sources[1])
+    )
+    assert sources[3].strip() == "**Solution to exercise 2**"
+    for markdown in (sources[0], sources[1], sources[3]):
+        assert ".. " not in markdown and not REST_SYNTAX.search(markdown_prose(markdown))
+
+
+def test_script_keeps_the_solution_markers_as_comments():
+    text, _ = dl.convert_script(EXERCISES_PAGE, include=None, header="")
+    assert "\n# .. solution 1\n" in text and "\n# .. solution 2\n" in text
+    assert "\n.. prerequisites:: 04_multi_head 05_masks\n   :assumes: a" in text

@@ -1,0 +1,209 @@
+"""The line under a page's title: what to read first, and how long the page takes to read.
+Loaded by ``conf.py`` as a Sphinx extension.
+
+A gallery page declares the pages it assumes in its docstring, just under the title::
+
+    .. prerequisites:: 03_self_attention 04_multi_head
+
+and the page shows "Prerequisites: <the pages' titles, linked> · Reading time: about N min".
+Arguments are gallery file names without ``.py``; the option ``:assumes:`` says in words what
+is not a page (the first page has ``:assumes: a PyTorch tensor and a matrix product``). An
+option, not content: sphinx-gallery takes the docstring's first paragraph that is not a
+directive as the page's summary, and the option stays in the directive's paragraph.
+
+The reading time is computed from the page's own script, never typed (:func:`reading_minutes`):
+prose words at :data:`WORDS_PER_MINUTE` plus non-blank code lines, those of the code cells and
+those a ``literalinclude`` shows, at :data:`CODE_LINES_PER_MINUTE`; hidden lines
+(``sphinx_gallery_start_ignore`` ... ``end_ignore``) and configuration comments are not read
+and not counted. The rule is stated in ``docs/conventions.rst``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive, directives
+
+#: Prose reading speed.
+WORDS_PER_MINUTE = 200
+#: Code reading speed: a line every three seconds.
+CODE_LINES_PER_MINUTE = 20
+#: Between the parts of the line.
+SEPARATOR = " · "
+#: The class of the line's paragraph, for the site's stylesheet.
+LINE_CLASS = "attention-prerequisites"
+
+_LITERALINCLUDE = re.compile(r"^(?P<indent>[ \t]*)\.\. literalinclude::[ \t]*(?P<arg>\S+)[ \t]*$")
+_OPTION = re.compile(r"^[ \t]+:(?P<name>[^:\s][^:]*):(?P<value>.*)$")
+_DIRECTIVE_OR_COMMENT = re.compile(r"^[ \t]*\.\.([ \t]|$)")
+_ROLE = re.compile(r":[\w:-]+:`(?P<content>[^`]*)`")
+# A word: letters and digits, with apostrophes, dots and underscores inside (``It's``, ``e.g``,
+# ``attention.causal_mask`` are one word each).
+_WORD = re.compile(r"\w+(?:['’.\-]\w+)*")
+
+
+def script_blocks(path: str | Path, gallery_conf: Mapping) -> list:
+    """The blocks of a gallery script as a reader gets them: sphinx-gallery's blocks without
+    hidden lines, and without configuration comments when the gallery removes them."""
+    from sphinx_gallery import py_source_parser
+    from sphinx_gallery.py_source_parser import Block
+
+    _, blocks = py_source_parser.split_code_and_text_blocks(str(path))
+    blocks = [
+        Block(label, py_source_parser.remove_ignore_blocks(content), lineno)
+        for label, content, lineno in blocks
+    ]
+    if gallery_conf.get("remove_config_comments"):
+        blocks = [
+            Block(label, py_source_parser.remove_config_comments(content), lineno)
+            for label, content, lineno in blocks
+        ]
+    if blocks and blocks[-1].content.isspace():
+        blocks = blocks[:-1]
+    return blocks
+
+
+def _literalincludes(text: str) -> tuple[list[tuple[str, dict[str, str]]], str]:
+    """The ``(argument, options)`` of each literalinclude in ``text``, and ``text`` without
+    the directives' own lines."""
+    includes = []
+    kept = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        match = _LITERALINCLUDE.match(lines[i])
+        if not match:
+            kept.append(lines[i])
+            i += 1
+            continue
+        options = {}
+        i += 1
+        while i < len(lines) and (option := _OPTION.match(lines[i])):
+            options[option.group("name").strip()] = option.group("value").strip()
+            i += 1
+        includes.append((match.group("arg"), options))
+    return includes, "\n".join(kept)
+
+
+def prose_words(text: str) -> int:
+    """The words a reader reads in the reST ``text``: roles count as their content, and the
+    lines of directives and comments (``.. name::``, ``.. note``) not at all."""
+    lines = [line for line in text.split("\n") if not _DIRECTIVE_OR_COMMENT.match(line)]
+    prose = _ROLE.sub(lambda m: m.group("content"), "\n".join(lines))
+    return len(_WORD.findall(prose))
+
+
+def code_lines(code: str) -> int:
+    """The non-blank lines of ``code``."""
+    return sum(1 for line in code.split("\n") if line.strip())
+
+
+def reading_minutes(
+    blocks: Iterable[tuple[str, str, int]], include: Callable[[str, Mapping[str, str]], str]
+) -> int:
+    """The minutes a page takes to read, rounded, at least 1.
+
+    ``blocks`` are ``(label, content, lineno)`` with label ``"text"`` or ``"code"``
+    (:func:`script_blocks`); ``include(argument, options)`` returns the text a
+    ``literalinclude`` shows. Prose words count at :data:`WORDS_PER_MINUTE`, code lines at
+    :data:`CODE_LINES_PER_MINUTE`.
+    """
+    words = 0
+    lines = 0
+    for label, content, _ in blocks:
+        if label == "code":
+            lines += code_lines(content)
+            continue
+        includes, prose = _literalincludes(content)
+        words += prose_words(prose)
+        lines += sum(code_lines(include(arg, options)) for arg, options in includes)
+    minutes = words / WORDS_PER_MINUTE + lines / CODE_LINES_PER_MINUTE
+    return max(1, math.floor(minutes + 0.5))
+
+
+def page_label(docname: str, page: str) -> str:
+    """sphinx-gallery's label of the gallery page ``page`` next to the document ``docname``."""
+    folder = docname.rsplit("/", 1)[0] if "/" in docname else ""
+    return f"sphx_glr_{folder.replace('/', '_')}_{page}.py"
+
+
+def reading_time_text(minutes: int) -> str:
+    return f"Reading time: about {minutes} min"
+
+
+class PrerequisitesDirective(Directive):
+    """``.. prerequisites:: 03_self_attention 04_multi_head``: the line under a page's title."""
+
+    optional_arguments = 20
+    has_content = False
+    option_spec = {"assumes": directives.unchanged}
+
+    def run(self):
+        env = self.state.document.settings.env
+        script = Path(env.srcdir) / f"{env.docname}.py"
+        if not script.is_file():
+            raise self.error(
+                f"prerequisites: only a gallery page can have this line; {env.docname} has no "
+                f"script {script.name} next to it"
+            )
+        from attention_downloads import read_literalinclude
+
+        def include(arg, options):
+            _, path = env.relfn2path(arg, env.docname)
+            env.note_dependency(path)
+            return read_literalinclude(path, options, env.config)
+
+        blocks = script_blocks(script, env.config.sphinx_gallery_conf)
+        minutes = reading_minutes(blocks, include)
+
+        refs = [f":ref:`{page_label(env.docname, page)}`" for page in self.arguments]
+        note = self.options.get("assumes", "").strip()
+        assumed = ", ".join([*refs, *([note] if note else [])])
+        if not assumed:
+            raise self.error(
+                "prerequisites: name the pages this page assumes (file names without .py), "
+                "or say in its option :assumes: what it assumes"
+            )
+        text = f"**Prerequisites:** {assumed}{SEPARATOR}{reading_time_text(minutes)}"
+        inline, messages = self.state.inline_text(text, self.lineno)
+        paragraph = nodes.paragraph(text, "", *inline, classes=[LINE_CLASS])
+        return [paragraph, *messages]
+
+
+def markdown_line(
+    pages: Iterable[str],
+    note: str,
+    minutes: int,
+    link: Callable[[str], tuple[str | None, str] | None],
+) -> str:
+    """The line in Markdown: ``link(page)`` returns ``(title, url)`` of a page, or None."""
+    parts = []
+    for page in pages:
+        found = link(page)
+        if found is None:
+            parts.append(page)
+        else:
+            parts.append(f"[{found[0] or page}]({found[1]})")
+    if note:
+        parts.append(note)
+    return f"**Prerequisites:** {', '.join(parts)}{SEPARATOR}{reading_time_text(minutes)}"
+
+
+def setup(app):
+    app.add_directive("prerequisites", PrerequisitesDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+__all__ = [
+    "CODE_LINES_PER_MINUTE",
+    "WORDS_PER_MINUTE",
+    "markdown_line",
+    "page_label",
+    "prose_words",
+    "reading_minutes",
+    "script_blocks",
+]
