@@ -19,11 +19,14 @@ All four outputs are checked against the bool-mask SDPA before timing.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 import warnings
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import flex, sliding_window_mask
@@ -47,6 +50,23 @@ def cache_hits() -> int:
     return counters["inductor"]["fxgraph_cache_hit"]
 
 
+def compile_window(q: Tensor, k: Tensor, v: Tensor, window: int):
+    """Compile ``flex_attention`` for a causal sliding window on these inputs' shapes.
+
+    The first call compiles; it is timed, with whether inductor's FX graph cache held the
+    kernel already. Returns the compiled call (no arguments) and ``{"compile_s", "cache_hit"}``.
+    """
+    L = q.shape[-2]
+    block_mask = create_block_mask(flex.sliding_window(window), None, None, L, L, device="cpu")
+    kernel = torch.compile(flex_attention, dynamic=False)  # for these shapes only
+    hits = cache_hits()
+    start = time.perf_counter()
+    with torch.no_grad():
+        kernel(q, k, v, block_mask=block_mask)  # the first call compiles
+    info = {"compile_s": time.perf_counter() - start, "cache_hit": cache_hits() > hits}
+    return (lambda: kernel(q, k, v, block_mask=block_mask)), info
+
+
 def window_cases(
     N: int, H: int, L: int, D: int, window: int, *, compiled: bool = True
 ) -> tuple[dict, dict]:
@@ -64,12 +84,7 @@ def window_cases(
     }
     info = {}
     if compiled:
-        kernel = torch.compile(flex_attention, dynamic=False)
-        hits = cache_hits()
-        start = time.perf_counter()
-        kernel(q, k, v, block_mask=block_mask)  # the first call compiles
-        info = {"compile_s": time.perf_counter() - start, "cache_hit": cache_hits() > hits}
-        cases["flex compiled"] = lambda: kernel(q, k, v, block_mask=block_mask)
+        cases["flex compiled"], info = compile_window(q, k, v, window)
     expected = cases[BASELINE]()
     for name, fn in cases.items():
         if name != "sdpa causal":
@@ -126,3 +141,31 @@ COLUMNS = [
     ("cache_hit", "cache hit"),
 ]
 FIELDS = ["dense_gflop", "sparsity", "compile_s", "cache_hit"]
+
+
+def compile_job(L: int, H: int, D: int, window: int) -> None:
+    """Page 17's compile job, run as ``python -m benchmarks.flex L H D WINDOW``.
+
+    Compiles the window as this suite does (same call, same shapes: a run of ``make bench``
+    leaves the kernel in inductor's cache for it), prints the compile's time as a JSON line,
+    then waits for a line on stdin, so that the page's own timings do not share the CPU
+    with this one, and prints the median times of the compiled window and of SDPA's causal
+    kernel, one thread each."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, H, L, D) for _ in range(3))  # (1, H, L, D)
+    compiled, info = compile_window(q, k, v, window)
+    print(json.dumps(info), flush=True)
+    if not sys.stdin.readline():  # the page is ready; or it is gone
+        return
+    torch.set_num_threads(1)
+    cases = {
+        "flex": compiled,
+        "causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+    with torch.no_grad():
+        timings = interleaved(cases, rounds=3, min_run_time=0.2)
+    print(json.dumps({name: t.median * 1e3 for name, t in timings.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    compile_job(*(int(arg) for arg in sys.argv[1:5]))
