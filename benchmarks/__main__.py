@@ -4,9 +4,13 @@
                                       benchmarks/results/cpu-<date>.csv and cpu-<date>.md
     python -m benchmarks --gpu        the GPU suite (needs CUDA; a few minutes); writes
                                       benchmarks/results/gpu-<date>.csv
+    python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
+                                      flex_attention once per length: minutes on a cold cache);
+                                      writes benchmarks/results/flex-<date>.csv and .md
     python -m benchmarks --quick      the same code on tiny sizes in seconds, to check that the
                                       harness runs (with --gpu on a CPU-only machine: the GPU
-                                      suite's loops on the CPU); writes nothing without --out
+                                      suite's loops on the CPU); writes nothing without --out.
+                                      Its FlexAttention rows run eagerly, without compiling.
 
 Timings are medians; ratios between candidates come from the same run (see
 :mod:`benchmarks.timing`). Nothing here asserts a timing: the goals are reported, met or not.
@@ -23,6 +27,7 @@ from pathlib import Path
 import torch
 
 from . import context_parallel, cpu, gpu
+from . import flex as flex_suite
 from .memory import METHOD
 from .report import CsvWriter, provenance, results_path, table
 
@@ -33,12 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gpu", action="store_true", help="run the GPU suite (needs CUDA)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the harness")
+    parser.add_argument("--flex", action="store_true", help="only the FlexAttention rows")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
     parser.add_argument("--min-run-time", type=float, default=0.2, help="CPU: s per round")
     parser.add_argument("--budget-s", type=float, default=420.0, help="GPU: time budget in s")
     args = parser.parse_args(argv)
-    return run_gpu(args) if args.gpu else run_cpu(args)
+    if args.gpu:
+        return run_gpu(args)
+    return run_flex(args) if args.flex else run_cpu(args)
 
 
 def run_cpu(args) -> int:
@@ -58,6 +66,7 @@ def run_cpu(args) -> int:
     cp_rows = context_parallel.run_context_parallel(cp_case)
     generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
     generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
+    flex_rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     elapsed = time.monotonic() - start
 
     matmul = [r["matmul_gflops"] for r in module_rows]
@@ -105,6 +114,7 @@ def run_cpu(args) -> int:
         "",
         table(generation_rows, cpu.GENERATION_COLUMNS, markdown=True),
         "",
+        *flex_section(flex_rows, args),
         "## Goals",
         "",
         *(
@@ -118,9 +128,75 @@ def run_cpu(args) -> int:
     ]
     print("\n".join(text[2:]))
     if not args.quick or args.out:
-        fields = cpu.FIELDS + context_parallel.FIELDS
+        fields = cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS
         writer = CsvWriter(results_path("cpu", args.out), fields, prov)
-        for row in module_rows + tiled_rows + generation_rows + cp_rows:
+        for row in module_rows + tiled_rows + generation_rows + cp_rows + flex_rows:
+            writer.write(row)
+        csv_path = writer.close()
+        md_path = csv_path.with_suffix(".md")
+        md_path.write_text("\n".join(text) + "\n")
+        print(f"\nwrote {csv_path} and {md_path}")
+    return 0
+
+
+def flex_rows_of(args, *, rounds: int, min_run_time: float) -> list[dict]:
+    """The FlexAttention rows: compiled at the full sizes, eager only with --quick."""
+    return flex_suite.run_flex(
+        flex_suite.QUICK_LENGTHS if args.quick else flex_suite.LENGTHS,
+        flex_suite.QUICK_SHAPE if args.quick else flex_suite.SHAPE,
+        flex_suite.QUICK_WINDOW if args.quick else flex_suite.WINDOW,
+        rounds=rounds,
+        min_run_time=min_run_time,
+        compiled=not args.quick,
+    )
+
+
+def flex_section(rows: list[dict], args) -> list[str]:
+    """The Markdown section of the FlexAttention rows."""
+    window = flex_suite.QUICK_WINDOW if args.quick else flex_suite.WINDOW
+    return [
+        "## FlexAttention: a sliding window",
+        "",
+        f"A causal sliding window of {window} keys, float32, timed in the same rounds: SDPA "
+        "with the equivalent bool mask (`sdpa mask`, the baseline of `time / sdpa mask`), "
+        "`torch.compile(flex_attention, dynamic=False)` with the window's block mask, the same "
+        "call uncompiled (unfused), and SDPA's full causal attention. `GFLOP`: 4 D per "
+        "(query, key) pair the mask allows (the whole triangle for `sdpa causal`); SDPA with a "
+        "mask computes every pair anyway. `compile s`: the first call of the compiled function, "
+        "and whether inductor's FX graph cache already held the kernel."
+        + (" (--quick: not compiled.)" if args.quick else ""),
+        "",
+        table(rows, flex_suite.COLUMNS, markdown=True),
+        "",
+    ]
+
+
+def run_flex(args) -> int:
+    """Only the FlexAttention rows: ``python -m benchmarks --flex``."""
+    prov = provenance(torch.device("cpu"))
+    print(
+        f"FlexAttention rows on {prov['device']}: {prov['threads']} threads, torch "
+        f"{prov['torch']}, {prov['date']}, load average {prov['load_1min']}"
+    )
+    rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
+    start = time.monotonic()
+    rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
+    elapsed = time.monotonic() - start
+    text = [
+        f"# FlexAttention benchmark, {prov['date']}",
+        "",
+        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
+        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
+        f"Medians of {rounds} interleaved rounds; {elapsed:.0f} s in all, compiles included; "
+        f"1-minute load average {prov['load_1min']} when the run started.",
+        "",
+        *flex_section(rows, args),
+    ]
+    print("\n".join(text[2:]))
+    if not args.quick or args.out:
+        fields = cpu.FIELDS + flex_suite.FIELDS
+        writer = CsvWriter(results_path("flex", args.out), fields, prov)
+        for row in rows:
             writer.write(row)
         csv_path = writer.close()
         md_path = csv_path.with_suffix(".md")

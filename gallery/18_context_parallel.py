@@ -395,7 +395,74 @@ if measured:
 # :func:`attention.distributed.all_gather_attention`,
 # :func:`attention.distributed.ulysses_attention` and
 # :func:`attention.functional.online_softmax_merge`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Where the zigzag puts a rank.** With P = 8 ranks and a sequence of L = 32
+#    positions, which positions does rank 2 hold in the zigzag layout? Work it out from
+#    the rule (2P chunks; rank r takes chunks r and 2P - 1 - r), then check it with
+#    :func:`attention.distributed.shard_sequence`.
+# 2. **Bytes at eight ranks.** With P = 8, how many units of b does each strategy send
+#    forward, and how many times the bytes of Ulysses do the ring and the all-gather
+#    send? Check your numbers with :func:`attention.distributed.bytes_formula`.
+# 3. **Counting the causal work.** Under a causal mask the query at position i sees
+#    i + 1 keys. For L = 32 and P = 4, add up the (query, key) pairs of each rank's
+#    queries in both layouts. Show that zigzag gives every rank the same count, and
+#    that with contiguous chunks of c = L/P positions the last rank has
+#    :math:`1 + 2(P-1)c/(c+1)` times the pairs of the first.
+
+# %%
+# .. solution 1
+#
+# The chunks hold 32 / 16 = 2 positions each; rank 2 takes chunk 2 (positions 4 and 5)
+# and chunk 13 (positions 26 and 27).
+
+P8, L32 = 8, 32
+predicted = [4, 5, 26, 27]
+sequence = torch.arange(L32)[:, None].float()  # (L, 1): each row holds its position
+held = shard_sequence(sequence, rank=2, world_size=P8, zigzag=True)  # (L/P, 1)
+print(f"rank 2 of {P8} holds positions {held.int().flatten().tolist()}")
+assert held.int().flatten().tolist() == predicted
+
+# %%
+# .. solution 2
+#
+# The ring and the all-gather send :math:`2(P-1)b = 14b` forward, Ulysses
+# :math:`4(P-1)b/P = 3.5b`: a quarter as much, and the gap widens with P.
+
+b = 1000
+forward = {s: bytes_formula(s, P8, b)[0] / b for s in STRATEGIES}
+print("forward bytes at P = 8, in units of b:", forward)
+assert forward == {"ring": 14.0, "all_gather": 14.0, "ulysses": 3.5}
+assert forward["ring"] / forward["ulysses"] == 4.0
+
+# %%
+# .. solution 3
+#
+# Each rank's count is the sum of i + 1 over the positions it holds. In the contiguous
+# layout rank r's c queries see the r c keys of the earlier ranks and a triangle of its
+# own: :math:`r c^2 + c(c+1)/2` pairs, so the last over the first is
+# :math:`1 + 2(P-1)c/(c+1)`.
+
+import math
+
+P4, c = 4, L32 // 4
+for zigzag in (False, True):
+    pairs = [
+        int((shard_sequence(sequence, rank=r, world_size=P4, zigzag=zigzag) + 1).sum())
+        for r in range(P4)
+    ]
+    print(f"{'zigzag' if zigzag else 'contiguous':<10} pairs per rank: {pairs}")
+    if zigzag:
+        assert len(set(pairs)) == 1 and sum(pairs) == L32 * (L32 + 1) // 2
+    else:
+        ratio = pairs[-1] / pairs[0]
+        print(f"last / first: {ratio:.3f}")
+        assert math.isclose(ratio, 1 + 2 * (P4 - 1) * c / (c + 1))
+
+# %%
 # Next: back to the beginning in :ref:`sphx_glr_tutorials_01_qkv_analogy.py`, or the
 # :ref:`api`.
 

@@ -36,6 +36,9 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
                 sent, formula = row[f"sent_{direction}_mib"], row[f"formula_{direction}_mib"]
                 assert float(sent) == float(formula), row
             assert float(row["max_error"]) < 1e-5, row
+        flex_rows = [row for row in rows if row["suite"] == "flex"]  # eager only with --quick
+        assert {row["impl"] for row in flex_rows} == {"sdpa mask", "flex eager", "sdpa causal"}
+        assert all(float(row["ratio_to_sdpa"]) == 1.0 for row in flex_rows if "mask" in row["impl"])
 
 
 def test_round_ratios_pair_the_rounds():
