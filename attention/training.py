@@ -300,10 +300,11 @@ def train_lm(
     cross-entropy of every next token, read with teacher forcing (the model sees the true
     prefix at every position). The learning rate warms up and then decays on a cosine
     (one-cycle). The loss is also split by halves of the sequence: targets ``1 .. T - 1`` (the
-    first half, ``T = L // 2``) and ``T .. L - 1`` (the second half), which on
-    :func:`attention.data.make_repeated_sequences` separates what cannot be predicted from what
-    can be copied. Training runs on one thread, restored afterwards, so that the trained model
-    does not depend on the machine's core count.
+    first half, ``T = L // 2``) and ``T + 1 .. L - 1`` (the second half after its first token),
+    which on :func:`attention.data.make_repeated_sequences` separates what cannot be predicted
+    from what can be copied (target ``T``, the first of the repeat, is copyable only when the
+    repeat distance is fixed, so it is in neither). Training runs on one thread, restored
+    afterwards, so that the trained model does not depend on the machine's core count.
 
     Args:
         model (nn.Module): returns ``(logits (N, L, V), anything)`` for ``tokens``.
@@ -321,8 +322,8 @@ def train_lm(
 
     Returns:
         list[dict]: per step, ``step``, ``loss`` (the batch's mean), ``first_half`` and
-        ``second_half`` (the batch's mean over each half's targets) and ``seconds`` since the
-        start. The model is left in training mode.
+        ``second_half`` (the batch's mean over targets ``1 .. T - 1`` and ``T + 1 .. L - 1``)
+        and ``seconds`` since the start. The model is left in training mode.
 
     Examples::
 
@@ -356,7 +357,7 @@ def train_lm(
                     "step": step,
                     "loss": loss.item(),
                     "first_half": losses[:, : half - 1].mean().item(),
-                    "second_half": losses[:, half - 1 :].mean().item(),
+                    "second_half": losses[:, half:].mean().item(),
                     "seconds": time.perf_counter() - start,
                 }
             history.append(row)
