@@ -26,7 +26,7 @@ from attention import (
 from attention.data import make_repeated_sequences
 from attention.decoder import grouped_attention
 from attention.masks import sliding_window_mask
-from attention.training import next_token_losses, train_lm
+from attention.training import fit_repeat_model, next_token_losses, train_lm
 
 from .helpers import assert_close, check_module_gradients, randn
 
@@ -505,3 +505,21 @@ def test_train_lm_reports_both_halves_and_restores_the_threads():
     assert math.isclose(row["second_half"], losses[:, 4:].mean().item(), rel_tol=1e-6)
     losses = next_token_losses(model, data)
     assert losses.shape == (7,) and model.training
+
+
+def test_fit_repeat_model_trains_on_the_period_asked_for():
+    model, history, held_out = fit_repeat_model(steps=2, batch_size=4, log=None)
+    assert len(history) == 2 and not model.training
+    assert held_out.shape == (512, 32) and torch.equal(held_out[:, :16], held_out[:, 16:])
+    _, history, varied = fit_repeat_model(steps=1, batch_size=4, min_period=8, lr=1e-3, log=None)
+    assert varied.shape == (512, 32) and len(history) == 1
+    assert torch.equal(
+        varied, make_repeated_sequences(512, length=16, vocab_size=32, seed=2, min_period=8)
+    )
+    assert not torch.equal(varied[:, :16], varied[:, 16:])
+    with pytest.raises(ValueError, match=r"min_period must lie in \[2, length=16\].*got 17"):
+        fit_repeat_model(min_period=17, log=None)
+    with pytest.raises(ValueError, match=r"lr must be a positive finite number; got 0"):
+        fit_repeat_model(lr=0, log=None)
+    with pytest.raises(TypeError, match=r"batch_size must be an int; got float"):
+        fit_repeat_model(batch_size=4.0, log=None)
