@@ -149,8 +149,15 @@ def make_dataset(
     return tokens, labels
 
 
-def make_repeated_sequences(num: int, *, length: int, vocab_size: int, seed: int = 0) -> Tensor:
-    r"""Generate ``num`` sequences of ``length`` random tokens followed by the same tokens again.
+def make_repeated_sequences(
+    num: int,
+    *,
+    length: int,
+    vocab_size: int,
+    seed: int = 0,
+    min_period: int | None = None,
+) -> Tensor:
+    r"""Generate ``num`` sequences of ``length`` random tokens followed by a repeat of them.
 
     The task of a language model that learns *induction heads* :cite:p:`olsson2022`: the first
     half cannot be predicted, the second half can, by finding where the current token occurred
@@ -158,37 +165,65 @@ def make_repeated_sequences(num: int, *, length: int, vocab_size: int, seed: int
     different (drawn without replacement), so the token to copy is never ambiguous. The best
     possible loss on the first half's targets is therefore the entropy of a uniform draw among
     the tokens not yet seen, :math:`\ln(V - t)` for target :math:`t = 1, \dots, T - 1`, just
-    below :math:`\ln V`; on the second half it is 0.
+    below :math:`\ln V`.
+
+    By default the second half is the first half again: every token repeats :math:`T`
+    positions later. With ``min_period`` the repeat distance varies: each sequence draws a
+    period :math:`d` uniformly from ``min_period`` to :math:`T` and its second half continues
+    the last :math:`d` tokens of the first, again and again,
+
+    .. math::
+        x_t = x_{t - d} \quad \text{for } t \ge T,
+
+    so where the earlier occurrence of a token lies changes from sequence to sequence and only
+    the tokens say it. The first token of the second half is then a guess among the possible
+    periods; from the second on, every token is the one after the earlier occurrence of the
+    token before it.
 
     Args:
         num (int): number of sequences :math:`N`.
         length (int): tokens in each half :math:`T`, at most ``vocab_size``.
         vocab_size (int): number of token ids :math:`V`.
         seed (int): seed of the generator; the same seed gives the same data. Default: ``0``.
+        min_period (int, optional): the shortest repeat distance :math:`d`, from 2 to
+            :math:`T`. Default: ``None`` (every sequence repeats with period :math:`T`).
 
     Shape:
         - Output: :math:`(N, 2T)` int64
 
     Returns:
-        Tensor: the sequences; ``out[:, T:]`` equals ``out[:, :T]``.
+        Tensor: the sequences; without ``min_period``, ``out[:, T:]`` equals ``out[:, :T]``.
 
     Examples::
 
         >>> tokens = make_repeated_sequences(3, length=4, vocab_size=10, seed=1)
         >>> tokens.shape, torch.equal(tokens[:, :4], tokens[:, 4:])
         (torch.Size([3, 8]), True)
+        >>> make_repeated_sequences(1, length=5, vocab_size=9, seed=4, min_period=2)  # d = 3
+        tensor([[4, 5, 2, 3, 1, 2, 3, 1, 2, 3]])
     """
-    for name, value in (("num", num), ("length", length), ("vocab_size", vocab_size)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int; got {type(value).__name__}")
-        if value < (0 if name == "num" else 1):
-            raise ValueError(f"{name} must be positive; got {value}")
+    check_int(num, "num", minimum=0)
+    check_int(length, "length")
+    check_int(vocab_size, "vocab_size")
     if length > vocab_size:
         raise ValueError(
             f"length must be at most vocab_size, so that the first half's tokens are all "
             f"different; got length={length}, vocab_size={vocab_size}"
         )
+    if min_period is not None:
+        check_int(min_period, "min_period")
+        if not 2 <= min_period <= length:
+            raise ValueError(
+                f"min_period must lie in [2, length={length}], so that a token never follows "
+                f"itself; got {min_period}"
+            )
     g = torch.Generator().manual_seed(seed)
     # Random keys, sorted: each row's first `length` indices are a draw without replacement.
     first = torch.rand(num, vocab_size, generator=g).argsort(dim=1)[:, :length]  # (N, T)
-    return torch.cat([first, first], dim=1)  # (N, 2T)
+    if min_period is None:
+        return torch.cat([first, first], dim=1)  # (N, 2T)
+    period = torch.randint(min_period, length + 1, (num, 1), generator=g)  # (N, 1)
+    # Position T + j of the sequence copies position T - d + (j mod d) of the first half.
+    j = torch.arange(length)  # (T,)
+    source = length - period + j % period  # (N, T)
+    return torch.cat([first, first.gather(1, source)], dim=1)  # (N, 2T)

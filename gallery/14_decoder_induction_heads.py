@@ -287,7 +287,9 @@ plt.show()
 # and rotary positions make that offset easy to learn without looking at the tokens at
 # all. The two-head circuit of :cite:t:`olsson2022` is what a model needs when the
 # earlier occurrence can be anywhere; a fixed period lets layer 2 copy by position
-# alone, with no previous-token head. Layer 1's heads:
+# alone, with no previous-token head. (:func:`attention.data.make_repeated_sequences`
+# with ``min_period`` draws a different period for each sequence, which takes that
+# shortcut away.) Layer 1's heads:
 
 fig = plot_attention(weights[0][0], x_tokens=labels, title="Layer 1's heads")
 plt.show()
@@ -377,7 +379,64 @@ claim("second-half loss without the best induction head", without_induction, abo
 # :func:`attention.data.make_repeated_sequences`,
 # :func:`attention.training.fit_repeat_model`, :func:`attention.training.train_lm` and
 # :func:`attention.training.next_token_losses`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Where the copy comes from.** The stripe of layer 2 sits :math:`T - 1` below the
+#    diagonal. Show, on the held-out sequences, that for every query :math:`i` from
+#    :math:`T` to :math:`2T - 2` the key :math:`i - T + 1` holds exactly the token to
+#    predict, :math:`x_{i+1}`.
+# 2. **Change the future.** Replace the last token of every held-out sequence by another
+#    token. Which of the trained model's logits change? Check that those of every
+#    earlier position stay the same.
+# 3. **A hook or a weight.** Switching head :math:`h` off with the hook zeroes its slice
+#    of the input of ``out_proj``. Show that zeroing instead the matching *columns* of
+#    ``out_proj.weight`` (on a copy of the model) gives the same logits.
+#
+# .. solution 1
+
+i = torch.arange(T, 2 * T - 1, device=device)  # the queries
+assert torch.equal(held_out[:, i - T + 1], held_out[:, i + 1])
+print(f"key i - {T - 1} holds the next token for all {len(i)} queries i >= {T}")
+
+# %%
+# .. solution 2
+#
+# Only the last position's: the causal mask gives every later key a weight of exactly
+# 0, so no earlier position reads the changed token.
+
+changed = held_out.clone()
+changed[:, -1] = (changed[:, -1] + 1) % V
+with torch.no_grad():
+    before, _ = model(held_out)  # (N, 2T, V)
+    after, _ = model(changed)  # (N, 2T, V)
+earlier = (after[:, :-1] - before[:, :-1]).abs().max().item()
+last = (after[:, -1] - before[:, -1]).abs().max().item()
+print(f"largest change: earlier positions {earlier:.1e}, last position {last:.2f}")
+assert earlier < 1e-5
+
+# %%
+# .. solution 3
+
+import copy
+
+edited = copy.deepcopy(model)
+D = edited.blocks[1].self_attn.head_dim
+with torch.no_grad():
+    edited.blocks[1].self_attn.out_proj.weight[
+        :, induction_head * D : (induction_head + 1) * D
+    ] = 0
+    handle = switch_off(model.blocks[1].self_attn, induction_head)
+    hooked, _ = model(held_out[:8])  # (8, 2T, V)
+    handle.remove()
+    weight_edit, _ = edited(held_out[:8])  # (8, 2T, V)
+difference = (hooked - weight_edit).abs().max().item()
+print(f"largest logit difference, hook vs zeroed columns: {difference:.1e}")
+assert difference < 1e-5
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_15_kv_cache_gqa.py`, generating with a cache of keys
 # and values, and sharing them between heads.
 

@@ -212,9 +212,10 @@ for kv_heads in (32, 8, 1):
 #    :start-at: N, H, L, D = query.shape
 #
 # Does sharing cost accuracy? Train the model of the previous page with 4 query heads
-# per layer and :math:`H_{kv}` = 4, 2 and 1, with the same recipe
-# (:func:`attention.training.fit_repeat_model`), and measure the held-out loss on the
-# second half, the copyable one:
+# per layer and :math:`H_{kv}` = 4, 2 and 1, with the recipe of
+# :func:`attention.training.fit_repeat_model` on the task in its quick form, where the
+# second half always repeats the first 16 tokens back (its defaults: a few seconds per
+# model), and measure the held-out loss on the second half, the copyable one:
 
 from attention.training import fit_repeat_model, next_token_losses
 
@@ -294,6 +295,69 @@ assert difference < 1e-5
 # :func:`attention.training.fit_repeat_model` and
 # :func:`attention.training.next_token_losses`.
 #
+# Exercises
+# ---------
+#
+# 1. **The cache's bytes, by hand.** The page's untrained model ``big`` has 2 layers of
+#    8 heads, ``embed_dim=128`` and ``max_len=512``, in float32. How many bytes does
+#    ``big.new_cache(2)``, a cache for 2 sequences, allocate? Work it out from the
+#    formula, then check it.
+# 2. **Which key/value head does a query head read?** With :math:`H = 8` query heads and
+#    :math:`H_{kv} = 2`, which key/value head does query head 5 read? Check it on random
+#    float64 tensors: head 5 of :func:`attention.decoder.grouped_attention` must equal
+#    plain causal attention of query head 5 on that one key/value head.
+# 3. **A context for one gibibyte.** For the Llama-2-7B-sized model of the page with
+#    :math:`H_{kv} = 8` in float16, how long a sequence fits in a 1 GiB cache?
+#
+# .. solution 1
+#
+# Two tensors (keys and values) of
+# :math:`\text{layers} \times N \times H_{kv} \times \text{max\_len} \times D`
+# elements of 4 bytes, with :math:`D = 128 / 8 = 16`.
+
+by_hand = 2 * 2 * 2 * 8 * 512 * 16 * 4
+print(f"by hand {by_hand} bytes; KVCache reports {big.new_cache(2).nbytes}")
+assert big.new_cache(2).nbytes == by_hand
+
+# %%
+# .. solution 2
+#
+# :math:`G = H / H_{kv} = 4` query heads share each key/value head, so query head
+# :math:`h` reads key/value head :math:`\lfloor h / 4 \rfloor`: head 5 reads head 1.
+
+from attention import causal_mask
+from attention.decoder import grouped_attention
+
+g = torch.Generator().manual_seed(0)
+q = torch.randn(1, 8, 6, 4, generator=g, dtype=torch.float64)  # (N, H, L, D)
+k, v = torch.randn(2, 1, 2, 6, 4, generator=g, dtype=torch.float64)  # (N, H_kv, L, D)
+out, _ = grouped_attention(q, k, v, causal_mask(6))  # (N, H, L, D)
+kv = 5 // 4  # the key/value head of query head 5
+head_5 = F.scaled_dot_product_attention(q[:, 5], k[:, kv], v[:, kv], is_causal=True)
+print(f"query head 5 reads key/value head {kv}")
+assert torch.allclose(out[:, 5], head_5, atol=1e-12)
+
+# %%
+# .. solution 3
+#
+# One position costs :math:`2 \times 32 \times 8 \times 128 \times 2` bytes, so
+# :math:`2^{30}` bytes hold :math:`2^{30} / 131072 = 8192` positions.
+
+per_position = 2 * 32 * 8 * 128 * 2
+fits = 2**30 // per_position
+cache = KVCache(
+    32,
+    batch_size=1,
+    num_kv_heads=8,
+    head_dim=128,
+    max_len=fits,
+    device="meta",
+    dtype=torch.float16,
+)
+print(f"{fits} positions: {cache.nbytes / 2**30} GiB")
+assert cache.nbytes == 2**30
+
+# %%
 # Next: where tokens are, and how positions enter attention, in
 # :ref:`sphx_glr_tutorials_16_positions.py`.
 

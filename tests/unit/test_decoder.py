@@ -26,7 +26,7 @@ from attention import (
 from attention.data import make_repeated_sequences
 from attention.decoder import grouped_attention
 from attention.masks import sliding_window_mask
-from attention.training import next_token_losses, train_lm
+from attention.training import fit_repeat_model, next_token_losses, train_lm
 
 from .helpers import assert_close, check_module_gradients, randn
 
@@ -438,6 +438,46 @@ def test_repeated_sequences_repeat_distinct_tokens_and_follow_the_seed():
         make_repeated_sequences(2, length=2.0, vocab_size=9)
 
 
+@given(
+    length=st.integers(2, 12),
+    extra=st.integers(0, 4),
+    min_period=st.integers(2, 12),
+    seed=st.integers(0, 100),
+)
+def test_repeated_sequences_with_a_varying_period_continue_the_last_d_tokens(
+    length, extra, min_period, seed
+):
+    min_period = min(min_period, length)
+    tokens = make_repeated_sequences(
+        40, length=length, vocab_size=length + extra, seed=seed, min_period=min_period
+    )
+    assert tokens.shape == (40, 2 * length)
+    assert all(len(set(row.tolist())) == length for row in tokens[:, :length])
+    for row in tokens.tolist():
+        # The period: the distance back to the first token of the second half.
+        d = length - row[:length].index(row[length])
+        assert min_period <= d <= length
+        assert all(row[t] == row[t - d] for t in range(length, 2 * length))
+    again = make_repeated_sequences(
+        40, length=length, vocab_size=length + extra, seed=seed, min_period=min_period
+    )
+    assert torch.equal(tokens, again)
+
+
+def test_repeated_sequences_draw_every_period_and_refuse_bad_ones():
+    tokens = make_repeated_sequences(400, length=6, vocab_size=9, seed=0, min_period=3)
+    d = 6 - (tokens[:, :6] == tokens[:, 6:7]).int().argmax(dim=1)  # (N,)
+    assert sorted(set(d.tolist())) == [3, 4, 5, 6]
+    # With min_period=length every sequence repeats at distance length, as by default.
+    fixed = make_repeated_sequences(5, length=6, vocab_size=9, seed=0, min_period=6)
+    assert torch.equal(fixed[:, :6], fixed[:, 6:])
+    for bad in (1, 7):
+        with pytest.raises(ValueError, match=rf"min_period must lie in \[2, length=6\].*got {bad}"):
+            make_repeated_sequences(2, length=6, vocab_size=9, min_period=bad)
+    with pytest.raises(TypeError, match=r"min_period must be an int; got float"):
+        make_repeated_sequences(2, length=6, vocab_size=9, min_period=3.0)
+
+
 def test_train_lm_reports_both_halves_and_restores_the_threads():
     threads = torch.get_num_threads()
     data = make_repeated_sequences(64, length=4, vocab_size=8, seed=0)
@@ -451,9 +491,35 @@ def test_train_lm_reports_both_halves_and_restores_the_threads():
     assert [row["step"] for row in history] == [1, 2, 3, 4] and len(lines) == 2
     assert [r["loss"] for r in runs[0]] == [r["loss"] for r in runs[1]]
     assert torch.get_num_threads() == threads
-    # The halves split the 7 targets 3 + 4, so their weighted mean is the loss.
+    # Of the 7 targets, the halves hold targets 1-3 and 5-7: target 4, the repeat's first token,
+    # is copyable only at a fixed period. Replay step 1's batch to check both means.
+    torch.manual_seed(0)
+    model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+    g = torch.Generator().manual_seed(0)
+    batch = data[torch.randint(len(data), (8,), generator=g)]
+    logits, _ = model(batch)
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), batch[:, 1:], reduction="none")
     row = history[0]
-    halves = (3 * row["first_half"] + 4 * row["second_half"]) / 7
-    assert math.isclose(row["loss"], halves, rel_tol=1e-6)  # float32 means
+    assert math.isclose(row["loss"], losses.mean().item(), rel_tol=1e-6)  # float32 means
+    assert math.isclose(row["first_half"], losses[:, :3].mean().item(), rel_tol=1e-6)
+    assert math.isclose(row["second_half"], losses[:, 4:].mean().item(), rel_tol=1e-6)
     losses = next_token_losses(model, data)
     assert losses.shape == (7,) and model.training
+
+
+def test_fit_repeat_model_trains_on_the_period_asked_for():
+    model, history, held_out = fit_repeat_model(steps=2, batch_size=4, log=None)
+    assert len(history) == 2 and not model.training
+    assert held_out.shape == (512, 32) and torch.equal(held_out[:, :16], held_out[:, 16:])
+    _, history, varied = fit_repeat_model(steps=1, batch_size=4, min_period=8, lr=1e-3, log=None)
+    assert varied.shape == (512, 32) and len(history) == 1
+    assert torch.equal(
+        varied, make_repeated_sequences(512, length=16, vocab_size=32, seed=2, min_period=8)
+    )
+    assert not torch.equal(varied[:, :16], varied[:, 16:])
+    with pytest.raises(ValueError, match=r"min_period must lie in \[2, length=16\].*got 17"):
+        fit_repeat_model(min_period=17, log=None)
+    with pytest.raises(ValueError, match=r"lr must be a positive finite number; got 0"):
+        fit_repeat_model(lr=0, log=None)
+    with pytest.raises(TypeError, match=r"batch_size must be an int; got float"):
+        fit_repeat_model(batch_size=4.0, log=None)
