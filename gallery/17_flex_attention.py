@@ -101,14 +101,15 @@ for name, (mask_mod, mask) in masks.items():
 
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 4, figsize=(11, 3.3), layout="constrained")
-for ax, (name, (_, mask)) in zip(axes, masks.items(), strict=True):
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), layout="constrained")
+for ax, (name, (_, mask)) in zip(axes.flat, masks.items(), strict=True):
     ax.imshow(mask.cpu(), cmap="Greys", vmin=0, vmax=1.25)
     ax.set_title(name, fontsize=10)
     ax.set_xlabel("key index")
     ax.set_xticks(range(0, L, 5))
     ax.set_yticks(range(0, L, 5))
-axes[0].set_ylabel("query index")
+for ax in axes[:, 0]:
+    ax.set_ylabel("query index")
 _ = fig.suptitle(f"Four masks as functions of (query, key), L = {L}")
 
 # %%
