@@ -10,8 +10,8 @@ __all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend"]
 
 # A panel grows by 0.32 in per token up to MAX_CELL inches, and a grid of heads up to MAX_WIDTH
 # inches wide, so that a long sequence never asks for a figure larger than memory. A page shows
-# a figure in a column 6.4 in wide (640 px at 100 dpi) and shrinks a wider one: at 8 in, text
-# drawn at matplotlib's 10 pt still shows at 8 pt.
+# a figure in a column 7.36 in wide (736 px at 100 dpi) and shrinks a wider one: at 8 in, text
+# drawn at matplotlib's 10 pt still shows at 9.2 pt.
 MIN_CELL, CELL_PER_TOKEN, MAX_CELL, MAX_WIDTH = 3.2, 0.32, 8.0, 8.0
 # Tick labels at 10 pt need about this much room each (inches); more tokens than fit are thinned.
 LABEL_ROOM = 0.16

@@ -506,4 +506,4 @@ print(
 # Next: :ref:`sphx_glr_tutorials_03_self_attention.py` makes the queries, keys and
 # values from a sequence with learned projections.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 2

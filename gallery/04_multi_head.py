@@ -471,4 +471,4 @@ else:
 #
 # Next: :ref:`sphx_glr_tutorials_05_masks.py` decides which token may look at which.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 1

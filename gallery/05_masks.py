@@ -715,4 +715,4 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a
 # Transformer block.
 
-# sphinx_gallery_thumbnail_number = 1
+# sphinx_gallery_thumbnail_number = 2

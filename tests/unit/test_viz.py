@@ -88,8 +88,8 @@ def test_many_heads_of_a_long_sequence_fit_in_a_capped_grid():
     ("heads", "tokens", "cols"), [(4, 5, 4), (8, 8, 4), (8, 12, 2), (3, 12, 2)]
 )
 def test_a_grid_fits_a_page_column_with_text_of_8_pt_or_more(heads, tokens, cols):
-    # A page shows figures in a 6.4 in column: a figure up to 8 in wide is shrunk by at most
-    # 0.8, so its text, all 10 pt or more, still shows at 8 pt or more.
+    # A page shows figures in a 7.36 in column: a figure up to 8 in wide is shrunk by at most
+    # 0.92, so its text, all 10 pt or more, still shows at 8 pt or more.
     from matplotlib.text import Text
 
     labels = [f"t{i}" for i in range(tokens)]
