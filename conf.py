@@ -182,6 +182,8 @@ sphinx_gallery_conf = {
     "first_notebook_cell": _FIRST_CELL,
     "download_all_examples": True,
     "matplotlib_animations": False,
+    # Every figure also at twice its resolution, which high-density screens pick (srcset).
+    "image_srcset": ["2x"],
     "show_memory": False,
     "remove_config_comments": True,
     "min_reported_time": 0,
@@ -197,7 +199,7 @@ html_title = "Attention in PyTorch"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["custom.css"]
 # Keyboard access to code, outputs and formulas that scroll sideways (docs/_static).
-html_js_files = ["scroll-regions.js"]
+html_js_files = ["scroll-regions.js", "figure-links.js"]
 html_last_updated_fmt = None
 html_show_sphinx = False
 # Code colours with at least 4.5:1 contrast against their ground (WCAG AA), in both schemes
