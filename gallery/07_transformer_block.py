@@ -201,9 +201,7 @@ def draw_block(ax, order, norm_first, cx, title):
                     ec="black",
                 )
             )
-            ax.text(
-                cx, bottom + height / 2, text, ha="center", va="center", fontsize=10
-            )
+            ax.text(cx, bottom + height / 2, text, ha="center", va="center", fontsize=9)
             new_top = bottom + height
         ax.add_patch(
             FancyArrowPatch((cx, top), (cx, bottom), arrowstyle="->", mutation_scale=10)
