@@ -262,7 +262,7 @@ def plot_mask(mask, *, x_labels=None, y_labels=None, ax=None, title=None, text=N
     ax.grid(which="minor", color="white", lw=1.5)
     ax.tick_params(which="minor", length=0)
     if title is not None:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
     for ((i, j), _), value in zip(_cells(allowed), text or (), strict=False):
         ax.text(j, i, value, ha="center", va="center")
     return ax.figure

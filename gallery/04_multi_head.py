@@ -103,6 +103,7 @@ assert not same_memory(merge_heads(head_by_head), head_by_head)
 # hand.
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgb
 from matplotlib.patches import Rectangle
 
 L_toy, E_toy, H_toy = 4, 12, 3
@@ -115,7 +116,8 @@ split = split_heads(toy, H_toy)  # (1, H, L, D)
 merged = merge_heads(split)  # (1, L, E)
 assert torch.equal(split.transpose(1, 2), viewed) and torch.equal(merged, toy)
 
-head_colours = plt.get_cmap("tab10").colors[:H_toy]
+# Okabe and Ito's blue, orange and purple: told apart with any colour vision
+head_colours = [to_rgb(c) for c in ("#0072b2", "#e69f00", "#cc79a7")][:H_toy]
 
 
 def draw_panel(ax, blocks, top, title, group_labels, row_labels):
@@ -416,7 +418,7 @@ for name, panel, title in panels:
     ax.set_xticks(range(L), sentence if big else [], rotation=90)
     ax.set_yticks(
         range(L),
-        sentence if big or name in ("h0", "h4") else [],
+        sentence if big else [],  # the heads share the big panel's tokens
         fontsize=10,
     )
     if big:

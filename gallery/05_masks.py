@@ -90,7 +90,7 @@ plot_mask(
     x_labels=sentences[0],
     y_labels=sentences[0],
     ax=axes[0],
-    title="causal_mask(6): (L, S)",
+    title="causal_mask(6):\n(L, S)",
 )
 axes[0].set_xlabel("key")
 axes[0].set_ylabel("query")
@@ -99,7 +99,7 @@ plot_mask(
     x_labels=range(S),
     y_labels=[" ".join(s) for s in sentences],
     ax=axes[1],
-    title="padding_mask(lengths, 6): (N, 1, 1, S)",
+    title="padding_mask(lengths, 6):\n(N, 1, 1, S)",
 )
 axes[1].set_xlabel("key position")
 axes[1].set_ylabel("sentence")
@@ -108,7 +108,7 @@ plot_mask(
     x_labels=padded[1],
     y_labels=padded[1],
     ax=axes[2],
-    title="causal & padding: sentence 1",
+    title="causal & padding:\nsentence 1",
 )
 axes[2].set_xlabel("key")
 axes[2].set_ylabel("query")
