@@ -184,6 +184,10 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     # Every figure also at twice its resolution, which high-density screens pick (srcset).
     "image_srcset": ["2x"],
+    # docs/_ext/attention_figures.py: a figure whose text shows under 8 pt in the page's
+    # column, or that draws a red and a green of one lightness, fails the build; then the
+    # matplotlib scraper of sphinx-gallery saves it.
+    "image_scrapers": ("attention_figures.scraper",),
     "show_memory": False,
     "remove_config_comments": True,
     "min_reported_time": 0,
