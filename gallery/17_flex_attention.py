@@ -270,14 +270,15 @@ for name, (mask_mod, mask) in long_masks.items():
 
 from matplotlib.colors import ListedColormap
 
-fig, ax = plt.subplots(figsize=(4.8, 4.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
 tile_colours = ListedColormap(["#ffffff", "#e69f00", "#0072b2"])  # empty, partial, full
 image = ax.imshow(kinds["sliding window (256)"], cmap=tile_colours, vmin=-0.5, vmax=2.5)
 colorbar = fig.colorbar(image, ax=ax, ticks=[0, 1, 2])
 colorbar.ax.set_yticklabels(["empty: skipped", "partial: masked", "full: no mask"])
 ax.set_xlabel(f"key tile ({block} keys)")
 ax.set_ylabel(f"query tile ({block} queries)")
-_ = ax.set_title(f"Tiles of a sliding window of 256, L = {L_long}")
+# the figure's title, wider than the axes, is centred over the whole figure
+_ = fig.suptitle(f"Tiles of a sliding window of 256, L = {L_long}")
 
 # sphinx_gallery_start_ignore
 band = kinds["sliding window (256)"][2:]  # the rows past the start of the sequence

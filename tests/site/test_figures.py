@@ -27,7 +27,8 @@ PHONE = {"width": 390, "height": 844}
 MATH_API_PAGES = ("generated/attention.MultiHeadAttention.html",)
 
 _IMG = re.compile(r"<img\b[^>]*>")
-_ATTR = re.compile(r'(\w[\w-]*)="([^"]*)"')
+# sphinx-gallery writes some attributes with spaces around "=" (class = "sphx-glr-...").
+_ATTR = re.compile(r'(\w[\w-]*)\s*=\s*"([^"]*)"')
 
 
 def _figure_tags(path: Path) -> list[dict[str, str]]:
@@ -123,6 +124,9 @@ def test_display_maths_fits_on_api_pages(site_dir: Path, site_url: str, browser,
     assert (site_dir / rel).is_file(), f"{rel} was not built"
     context, page = _open(browser, site_url, rel, DESKTOP)
     try:
+        page.wait_for_function(
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000
+        )
         clipped = page.evaluate(_CLIPPED_MATH_JS)
         count = page.evaluate("() => document.querySelectorAll('mjx-container').length")
     finally:
