@@ -484,7 +484,7 @@ claim(
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
 claim("largest / smallest other gradient", max(others) / min(others), below=1e3)
 
-fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.5, 5.4), layout="constrained")
 labels = list(grad_norms)
 colours = [
     "tab:red" if name == "self_attn.k_proj.bias" else "tab:blue" for name in labels
@@ -494,7 +494,7 @@ ax.set_xscale("log")
 ax.invert_yaxis()
 ax.set_xlabel("gradient norm after one backward pass (log scale)")
 ax.set_title("TransformerBlock(32, 4): gradient norm of every parameter")
-ax.tick_params(axis="y", labelsize=8)
+ax.tick_params(axis="y", labelsize=9)
 plt.show()
 
 # %%

@@ -251,7 +251,7 @@ heads = [
 ]
 not_layer, not_head = max(heads, key=lambda lh: mean_weight(*lh, is_not, is_not.any(1)))
 
-fig, axes = plt.subplots(1, 3, figsize=(8, 4.4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(9, 4.8), layout="constrained")
 for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     right = chosen & (probabilities.argmax(-1) == held_out_labels)  # (N,)
     # the first held-out sentence of this kind, classified right
