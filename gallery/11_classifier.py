@@ -261,8 +261,10 @@ for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     panel = weights[not_layer - 1][i, not_head, :n, :n]  # (L, S) of this sentence
     # one colour scale for the three
     plot_attention(panel, x_tokens=words, ax=ax, vmax=1.0)
+    # three short lines at 10 pt: the panels are narrow, each with its colour bar
     ax.set_title(
-        f"{kind}\npredicted {CLASSES[predicted]} ({probabilities[i, predicted]:.0%})"
+        f"{kind}\npredicted {CLASSES[predicted]}\n({probabilities[i, predicted]:.0%})",
+        fontsize=10,
     )
     if kind == "flipping 'not'":  # its column is the brightest of the panel
         columns = panel.sum(0)  # (S,)
