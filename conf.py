@@ -206,6 +206,12 @@ sphinx_gallery_conf = {
     "first_notebook_cell": _FIRST_CELL,
     "download_all_examples": True,
     "matplotlib_animations": False,
+    # Every figure also at twice its resolution, which high-density screens pick (srcset).
+    "image_srcset": ["2x"],
+    # docs/_ext/attention_figures.py: a figure whose text shows under 8 pt in the page's
+    # column, or that draws a red and a green of one lightness, fails the build; then the
+    # matplotlib scraper of sphinx-gallery saves it.
+    "image_scrapers": ("attention_figures.scraper",),
     # The Mem (MB) column of the computation-times page: each page's peak resident memory
     # above what the build held when it started.
     "show_memory": attention_site.PeakMemory(),
@@ -223,7 +229,7 @@ html_title = "Attention in PyTorch"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["custom.css"]
 # Keyboard access to code, outputs and formulas that scroll sideways (docs/_static).
-html_js_files = ["scroll-regions.js"]
+html_js_files = ["scroll-regions.js", "figure-links.js"]
 html_last_updated_fmt = None
 html_show_sphinx = False
 # Code colours with at least 4.5:1 contrast against their ground (WCAG AA), in both schemes

@@ -37,8 +37,9 @@ class MultiHeadAttention(nn.Module):
     r"""Multi-head attention, with one projection each for queries, keys and values.
 
     .. math::
-        \text{MultiHead}(Q, K, V) = \text{Concat}(\text{head}_1, \dots, \text{head}_H) W_O^\top,
-        \quad \text{head}_h = \text{Attention}(Q W_{Q,h}^\top, K W_{K,h}^\top, V W_{V,h}^\top)
+        \text{MultiHead}(Q, K, V) = \text{Concat}(\text{head}_1, \dots, \text{head}_H) W_O^\top
+
+        \text{head}_h = \text{Attention}(Q W_{Q,h}^\top, K W_{K,h}^\top, V W_{V,h}^\top)
 
     Each head works in :math:`D = E / H` dimensions. Self-attention when only ``query`` is
     given; cross-attention when ``key`` (and ``value``) come from another sequence.

@@ -9,10 +9,14 @@ import math
 __all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend"]
 
 # A panel grows by 0.32 in per token up to MAX_CELL inches, and a grid of heads up to MAX_WIDTH
-# inches wide, so that a long sequence never asks for a figure larger than memory.
-MIN_CELL, CELL_PER_TOKEN, MAX_CELL, MAX_WIDTH = 3.2, 0.32, 8.0, 24.0
-# Tick labels at 8 pt need about this much room each (inches); more tokens than fit are thinned.
+# inches wide, so that a long sequence never asks for a figure larger than memory. A page shows
+# a figure in a column 7.36 in wide (736 px at 100 dpi) and shrinks a wider one: at 8 in, text
+# drawn at matplotlib's 10 pt still shows at 9.2 pt.
+MIN_CELL, CELL_PER_TOKEN, MAX_CELL, MAX_WIDTH = 3.2, 0.32, 8.0, 8.0
+# Tick labels at 10 pt need about this much room each (inches); more tokens than fit are thinned.
 LABEL_ROOM = 0.16
+# A grid puts this many heads side by side, and two when each has more tokens than this.
+MAX_COLS, FEW_TOKENS = 4, 8
 
 
 def _to_array(values, name: str, ndims: tuple[int, ...]):
@@ -61,9 +65,10 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
     r"""Draw attention weights as a heatmap: queries down the side, keys along the bottom.
 
     One :math:`(L, S)` matrix draws one heatmap; an :math:`(H, L, S)` stack draws a grid with one
-    titled panel per head and a shared colour scale. A panel grows with the number of tokens up
-    to 8 in (a grid up to 24 in wide); beyond what fits at 8 pt, one token label in every few
-    is shown, and the axis label says which.
+    titled panel per head and a shared colour scale: four heads to a row, or two when they have
+    more than 8 tokens. A panel grows with the number of tokens, and the figure up to 8 in wide
+    (shown in a page's column, its text stays at 8 pt or more); beyond the labels that fit, one
+    token label in every few is shown, and the axis label says which.
 
     Args:
         weights (Tensor or array): :math:`(L, S)` or :math:`(H, L, S)`, values in [0, 1].
@@ -86,8 +91,8 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
         >>> len(fig.axes)  # the heatmap and its colour bar
         2
         >>> fig = plot_attention(torch.rand(512, 512), x_tokens=[str(i) for i in range(512)])
-        >>> bool(fig.get_size_inches().max() <= 24), fig.axes[0].get_xlabel()
-        (True, 'key (1 label in 11 of 512 shown)')
+        >>> bool(fig.get_size_inches().max() <= 8), fig.axes[0].get_xlabel()
+        (True, 'key (1 label in 13 of 512 shown)')
     """
     import textwrap
 
@@ -109,7 +114,7 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
         fig, axes = ax.figure, [ax]
         width, height = ax.get_window_extent().transformed(fig.dpi_scale_trans.inverted()).size
     else:
-        cols = min(H, 4)
+        cols = min(H, MAX_COLS if max(L, S) <= FEW_TOKENS else 2)
         rows = -(-H // cols)
         cell = max(MIN_CELL, CELL_PER_TOKEN * max(L, S))
         cell = min(cell, MAX_CELL, (MAX_WIDTH - 1.2) / cols)
@@ -259,7 +264,7 @@ def plot_mask(mask, *, x_labels=None, y_labels=None, ax=None, title=None, text=N
     if title is not None:
         ax.set_title(title, fontsize=10)
     for ((i, j), _), value in zip(_cells(allowed), text or (), strict=False):
-        ax.text(j, i, value, ha="center", va="center", fontsize=8)
+        ax.text(j, i, value, ha="center", va="center")
     return ax.figure
 
 

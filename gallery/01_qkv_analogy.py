@@ -120,7 +120,7 @@ assert torch.allclose(
 
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.8), sharey=True, layout="constrained")
 positions = torch.arange(len(titles)).numpy()
 for ax, typed, h, s in zip(
     axes, ["food for my cat", "cat"], [hard, hard_cat], [soft, soft_cat], strict=True
@@ -314,7 +314,7 @@ for name, matrix in (("Q", Q), ("K", K), ("V", V)):
 from attention import plot_matrix
 
 features = [f"e{j}" for j in range(E)]
-fig, axes = plt.subplots(1, 3, figsize=(9, 2.8), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.8), layout="constrained")
 names = ["Q: queries", "K: keys", "V: values"]
 for ax, matrix, name in zip(axes, [Q, K, V], names, strict=True):
     plot_matrix(matrix, x_labels=features, y_labels=tokens, ax=ax, title=name)
@@ -367,7 +367,8 @@ print(output)
 # %%
 # All four steps in one picture:
 
-fig, axes = plt.subplots(1, 4, figsize=(11, 3.6), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(8, 6.4), layout="constrained")
+axes = axes.ravel()
 # scores and scaled scores on one colour scale, to compare them
 top = scores.max().item()
 steps = [
@@ -382,8 +383,9 @@ for ax, (matrix, title, cols, cmap, vmax) in zip(axes, steps, strict=True):
     )
 for ax in axes[:3]:
     ax.set_xlabel("key token")
+    ax.set_ylabel("query token")
 axes[3].set_xlabel("vector entry")
-axes[0].set_ylabel("query token")
+axes[3].set_ylabel("query token")
 fig.suptitle("Attention on three tokens, step by step")
 plt.show()
 

@@ -94,12 +94,9 @@ panels = [
     (value, "V\n(S, Dv)", "RdBu_r"),
     (output, "output\n(L, Dv)", "RdBu_r"),
 ]
-# so that every square is the same size
-widths = [matrix.shape[1] for matrix, _, _ in panels]
-fig, axes = plt.subplots(
-    1, len(panels), figsize=(12, 3.4), width_ratios=widths, layout="constrained"
-)
-for ax, (matrix, title, cmap) in zip(axes, panels, strict=True):
+# two rows of three, so that the figure fits the page's column with legible numbers
+fig, axes = plt.subplots(2, 3, figsize=(8, 6), layout="constrained")
+for ax, (matrix, title, cmap) in zip(axes.flat, panels, strict=True):
     m = matrix.cpu()
     limit = m.abs().max().item()
     vmin = 0.0 if cmap == "Oranges" else -limit
@@ -108,10 +105,10 @@ for ax, (matrix, title, cmap) in zip(axes, panels, strict=True):
     ax.set_xticks(range(m.shape[1]))
     ax.set_yticks(range(m.shape[0]))
     ax.set_xlabel(f"{m.shape[1]} columns")
-axes[0].set_ylabel("rows")
+    ax.set_ylabel(f"{m.shape[0]} rows")
 fig.suptitle(
-    "Scaled dot-product attention: (L, D) and (D, S) make (L, S); (L, S) and (S, Dv) "
-    "make (L, Dv)"
+    "Scaled dot-product attention:\n(L, D) and (D, S) make (L, S); "
+    "(L, S) and (S, Dv) make (L, Dv)"
 )
 plt.show()
 
@@ -240,7 +237,7 @@ claim(
 
 # %%
 
-fig, (ax_max, ax_entropy) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+fig, (ax_max, ax_entropy) = plt.subplots(1, 2, figsize=(8, 4), layout="constrained")
 for stats, label, style in [
     (unscaled_stats, "not scaled", "o-"),
     (scaled_stats, "scaled by 1/√D", "s-"),
@@ -278,7 +275,7 @@ versions = {
     "scaled by 1/√D": (example / math.sqrt(512)).softmax(dim=-1),
 }
 
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), layout="constrained")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
     attention.plot_attention(
         w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label
@@ -584,4 +581,4 @@ torch.testing.assert_close(out3, value[:L])
 # Next: :ref:`sphx_glr_tutorials_03_self_attention.py` makes the queries, keys and
 # values from a sequence with learned projections.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 2

@@ -103,6 +103,7 @@ assert not same_memory(merge_heads(head_by_head), head_by_head)
 # hand.
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgb
 from matplotlib.patches import Rectangle
 
 L_toy, E_toy, H_toy = 4, 12, 3
@@ -115,7 +116,8 @@ split = split_heads(toy, H_toy)  # (1, H, L, D)
 merged = merge_heads(split)  # (1, L, E)
 assert torch.equal(split.transpose(1, 2), viewed) and torch.equal(merged, toy)
 
-head_colours = plt.get_cmap("tab10").colors[:H_toy]
+# Okabe and Ito's blue, orange and purple: told apart with any colour vision
+head_colours = [to_rgb(c) for c in ("#0072b2", "#e69f00", "#cc79a7")][:H_toy]
 
 
 def draw_panel(ax, blocks, top, title, group_labels, row_labels):
@@ -130,7 +132,7 @@ def draw_panel(ax, blocks, top, title, group_labels, row_labels):
                 top - 0.15,
                 group_labels[g],
                 ha="center",
-                fontsize=8,
+                fontsize=10,
             )
         for r, row in enumerate(block):
             for c, value in enumerate(row):
@@ -148,12 +150,12 @@ def draw_panel(ax, blocks, top, title, group_labels, row_labels):
                     ha="center",
                     va="center",
                     color="white",
-                    fontsize=8,
+                    fontsize=10,
                 )
         left += len(block[0]) + 1
     for r, label in enumerate(row_labels):
-        ax.text(-0.3, top + r + 0.5, label, ha="right", va="center", fontsize=8)
-    ax.text(-4, top - 1.1, title, fontsize=10)
+        ax.text(-0.3, top + r + 0.5, label, ha="right", va="center", fontsize=10)
+    ax.text(-4, top - 1.1, title, fontsize=11)
 
 
 tokens = [f"token {i}" for i in range(L_toy)]
@@ -303,7 +305,7 @@ print(f"features changed before out_proj: {moved_before} of {E}")
 print(f"features changed after  out_proj: {moved_after} of {E}")
 assert moved_before == D and moved_after == E
 
-fig, axes = plt.subplots(2, 1, figsize=(9, 4), sharex=True, layout="constrained")
+fig, axes = plt.subplots(2, 1, figsize=(8, 4), sharex=True, layout="constrained")
 for ax, change, label in [
     (axes[0], before, "concatenated heads"),
     (axes[1], after, "after out_proj"),
@@ -401,7 +403,7 @@ assert torch.allclose(w_eight[..., 0], w_eight[..., 4]) and len(set(favourite)) 
 
 fig, axes = plt.subplot_mosaic(
     [["one", "h0", "h1", "h2", "h3"], ["one", "h4", "h5", "h6", "h7"]],
-    figsize=(10, 4.6),
+    figsize=(8, 4.6),
     width_ratios=[2.2, 1, 1, 1, 1],
     layout="constrained",
 )
@@ -411,13 +413,13 @@ panels += [(f"h{h}", w_eight[0, h], f"head {h} of 8") for h in range(8)]
 for name, panel, title in panels:
     ax = axes[name]
     image = ax.imshow(panel.cpu().numpy(), vmin=0, vmax=vmax, cmap="viridis")
-    ax.set_title(title, fontsize=9 if name != "one" else 11)
+    ax.set_title(title, fontsize=10 if name != "one" else 11)
     big = name == "one"
     ax.set_xticks(range(L), sentence if big else [], rotation=90)
     ax.set_yticks(
         range(L),
-        sentence if big or name in ("h0", "h4") else [],
-        fontsize=10 if big else 6,
+        sentence if big else [],  # the heads share the big panel's tokens
+        fontsize=10,
     )
     if big:
         ax.set_xlabel("key")
@@ -527,4 +529,4 @@ assert int((moved > 0).sum()) == 0
 # %%
 # Next: :ref:`sphx_glr_tutorials_05_masks.py` decides which token may look at which.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 1

@@ -86,13 +86,13 @@ import matplotlib.pyplot as plt
 
 from attention import mask_legend, plot_mask
 
-fig, axes = plt.subplots(1, 3, figsize=(10, 4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 4), layout="constrained")
 plot_mask(
     causal,
     x_labels=sentences[0],
     y_labels=sentences[0],
     ax=axes[0],
-    title="causal_mask(6): (L, S)",
+    title="causal_mask(6):\n(L, S)",
 )
 axes[0].set_xlabel("key")
 axes[0].set_ylabel("query")
@@ -101,7 +101,7 @@ plot_mask(
     x_labels=range(S),
     y_labels=[" ".join(s) for s in sentences],
     ax=axes[1],
-    title="padding_mask(lengths, 6): (N, 1, 1, S)",
+    title="padding_mask(lengths, 6):\n(N, 1, 1, S)",
 )
 axes[1].set_xlabel("key position")
 axes[1].set_ylabel("sentence")
@@ -110,7 +110,7 @@ plot_mask(
     x_labels=padded[1],
     y_labels=padded[1],
     ax=axes[2],
-    title="causal & padding: sentence 1",
+    title="causal & padding:\nsentence 1",
 )
 axes[2].set_xlabel("key")
 axes[2].set_ylabel("query")
@@ -260,4 +260,4 @@ assert moved > 0 and moved_causal == 0
 # side by side and follows them to their edges: half precision, a query with no key
 # left, and causal masks with more keys than queries.
 
-# sphinx_gallery_thumbnail_number = 1
+# sphinx_gallery_thumbnail_number = 2

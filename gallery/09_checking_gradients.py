@@ -261,7 +261,7 @@ ax.axhline(1e-5, color="grey", ls="--", label="gradcheck's atol = 1e-5")
 ax.set_xlabel("finite-difference step eps")
 ax.set_ylabel("largest |numerical - analytical|")
 ax.set_title("MultiHeadAttention: central differences against autograd")
-ax.legend(fontsize="small")
+ax.legend()
 plt.show()
 
 # %%
@@ -395,7 +395,7 @@ assert all(g.isfinite().all() for g in ours_grads)
 import numpy as np
 
 shown_strategies = ["masked_fill -inf", "masked_fill -1e9", "this package"]
-fig, axes = plt.subplots(1, 3, figsize=(10, 3.4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 3.8), layout="constrained")
 for ax, name in zip(axes, shown_strategies, strict=True):
     w_s = results[name][0]
     shown = w_s.cpu().numpy()
@@ -406,10 +406,10 @@ for ax, name in zip(axes, shown_strategies, strict=True):
             value = shown[i, j]
             text = "NaN" if np.isnan(value) else f"{value:.2f}"
             colour = "black" if np.isnan(value) or value > 0.6 else "white"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
+            ax.text(j, i, text, ha="center", va="center", fontsize=9, color=colour)
     ax.set_title(name)
-    ax.set_xticks(range(S), [f"key {j}" for j in range(S)], fontsize=8)
-    ax.set_yticks(range(L), [f"query {i}" for i in range(L)], fontsize=8)
+    ax.set_xticks(range(S), [f"key {j}" for j in range(S)], rotation=45, ha="right")
+    ax.set_yticks(range(L), [f"query {i}" for i in range(L)])
     ax.set_xlabel("key")
 fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
 fig.suptitle("Attention weights when query 2 may attend to nothing (key 3: nobody may)")
@@ -474,7 +474,7 @@ claim(
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
 claim("largest / smallest other gradient", max(others) / min(others), below=1e3)
 
-fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.5, 5.4), layout="constrained")
 labels = list(grad_norms)
 colours = [
     "tab:red" if name == "self_attn.k_proj.bias" else "tab:blue" for name in labels
@@ -484,7 +484,7 @@ ax.set_xscale("log")
 ax.invert_yaxis()
 ax.set_xlabel("gradient norm after one backward pass (log scale)")
 ax.set_title("TransformerBlock(32, 4): gradient norm of every parameter")
-ax.tick_params(axis="y", labelsize=8)
+ax.tick_params(axis="y", labelsize=9)
 plt.show()
 
 # %%

@@ -367,7 +367,7 @@ for (module, what, dtype), diff in table.items():
 import matplotlib.pyplot as plt
 
 rows = list(dict.fromkeys((module, what) for module, what, _ in table))
-fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
 height = 0.38
 for i, dtype in enumerate((torch.float32, torch.float64)):
     ulps = [
@@ -377,10 +377,8 @@ for i, dtype in enumerate((torch.float32, torch.float64)):
     bars = ax.barh(
         positions, ulps, height=height, label=str(dtype).replace("torch.", "")
     )
-    ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
-ax.set_yticks(
-    range(len(rows)), [f"{module}: {what}" for module, what in rows], fontsize=8
-)
+    ax.bar_label(bars, fmt="%.1f", padding=2)
+ax.set_yticks(range(len(rows)), [f"{module}: {what}" for module, what in rows])
 ax.invert_yaxis()
 ax.set_xlabel("largest |ours - PyTorch|, in units of the dtype's machine epsilon")
 ax.set_title("This package against PyTorch: same weights, same inputs")

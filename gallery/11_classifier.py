@@ -160,7 +160,7 @@ print(
 import matplotlib.pyplot as plt
 
 epochs = [row["epoch"] for row in history]
-fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(8, 3.8), layout="constrained")
 loss_ax.plot(epochs, [row["loss"] for row in history], "o-")
 loss_ax.set_xlabel("epoch")
 loss_ax.set_ylabel("mean training loss (cross-entropy)")
@@ -251,7 +251,7 @@ heads = [
 ]
 not_layer, not_head = max(heads, key=lambda lh: mean_weight(*lh, is_not, is_not.any(1)))
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 4.4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(9, 4.8), layout="constrained")
 for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     right = chosen & (probabilities.argmax(-1) == held_out_labels)  # (N,)
     # the first held-out sentence of this kind, classified right
@@ -261,8 +261,10 @@ for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
     panel = weights[not_layer - 1][i, not_head, :n, :n]  # (L, S) of this sentence
     # one colour scale for the three
     plot_attention(panel, x_tokens=words, ax=ax, vmax=1.0)
+    # three short lines at 10 pt: the panels are narrow, each with its colour bar
     ax.set_title(
-        f"{kind}\npredicted {CLASSES[predicted]} ({probabilities[i, predicted]:.0%})"
+        f"{kind}\npredicted {CLASSES[predicted]}\n({probabilities[i, predicted]:.0%})",
+        fontsize=10,
     )
     if kind == "flipping 'not'":  # its column is the brightest of the panel
         columns = panel.sum(0)  # (S,)

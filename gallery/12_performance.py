@@ -328,8 +328,9 @@ import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="constrained")
 names = list(module_ms)
+# Blue and orange (Okabe and Ito's palette): told apart with any colour vision.
 bars = ax.barh(
-    names, [module_ms[name] for name in names], color=["tab:green", "tab:red"] * 2
+    names, [module_ms[name] for name in names], color=["#0072b2", "#e69f00"] * 2
 )
 _ = ax.bar_label(bars, fmt="%.1f ms", padding=3)
 ax.invert_yaxis()
@@ -342,9 +343,9 @@ _ = ax.set_title(f"One call of multi-head attention, on {device}")
 # above, so they are written to memory in full.
 # :class:`attention.FusedMultiHeadAttention` with ``False`` runs the fused kernel, which
 # keeps one block of scores at a time; ``nn.MultiheadAttention`` with ``False`` skips
-# returning them, though its own inference path may still build them inside. The green
+# returning them, though its own inference path may still build them inside. The blue
 # bars are the calls to use whenever the weights are not needed (training, inference);
-# the red ones are for looking at attention, as
+# the orange ones are for looking at attention, as
 # :ref:`sphx_glr_tutorials_08_visualising_attention.py` does.
 #
 # Lower precision: bfloat16 and float16
@@ -442,9 +443,10 @@ if rows:
     meta = rows[0]
     caption = f"{meta['device']}, torch {meta['torch']}, measured {meta['date'][:10]}"
     print(f"recorded in benchmarks/results/{recorded[-1].name}: {caption}")
-    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
     curves = sorted({(row["dtype"], int(row["D"])) for row in rows})
-    for color, (dtype, D) in zip(plt.cm.tab10.colors, curves, strict=False):
+    okabe_ito = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]
+    for color, (dtype, D) in zip(okabe_ito, curves, strict=False):
         for causal in ("False", "True"):
             curve = sorted(
                 (int(r["L"]), float(r["tflops"]))
@@ -462,7 +464,7 @@ if rows:
     ax.set_xlabel("sequence length L = S")
     ax.set_ylabel("TFLOP/s (FlashAttention-2 count)")
     ax.set_title(f"F.scaled_dot_product_attention, forward\n{caption}")
-    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
     print(

@@ -265,7 +265,7 @@ bias = alibi_bias(H_alibi, L_alibi).masked_fill(~causal_mask(L_alibi), float("na
 fig, axes = plt.subplots(
     2,
     4,
-    figsize=(9, 4.8),
+    figsize=(8, 4.8),
     layout="constrained",
     sharex=True,
     sharey=True,
@@ -273,7 +273,7 @@ fig, axes = plt.subplots(
 for h, ax in enumerate(axes.flat):
     image = ax.imshow(bias[h], cmap="cividis", vmin=-4, vmax=0)
     slope = alibi_slopes(H_alibi)[h].item()
-    ax.set_title(f"head {h + 1}: m = 1/{1 / slope:g}", fontsize=9)
+    ax.set_title(f"head {h + 1}: m = 1/{1 / slope:g}", fontsize=10)
 for ax in axes[-1]:
     ax.set_xlabel("key position")
 for ax in axes[:, 0]:

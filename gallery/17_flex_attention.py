@@ -124,14 +124,15 @@ for name, (mask_mod, mask) in masks.items():
 
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 4, figsize=(11, 3.3), layout="constrained")
-for ax, (name, (_, mask)) in zip(axes, masks.items(), strict=True):
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), layout="constrained")
+for ax, (name, (_, mask)) in zip(axes.flat, masks.items(), strict=True):
     ax.imshow(mask.cpu(), cmap="Greys", vmin=0, vmax=1.25)
     ax.set_title(name, fontsize=10)
     ax.set_xlabel("key index")
     ax.set_xticks(range(0, L, 5))
     ax.set_yticks(range(0, L, 5))
-axes[0].set_ylabel("query index")
+for ax in axes[:, 0]:
+    ax.set_ylabel("query index")
 _ = fig.suptitle(f"Four masks as functions of (query, key), L = {L}")
 
 # %%
@@ -292,14 +293,15 @@ for name, (mask_mod, mask) in long_masks.items():
 
 from matplotlib.colors import ListedColormap
 
-fig, ax = plt.subplots(figsize=(4.8, 4.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
 tile_colours = ListedColormap(["#ffffff", "#e69f00", "#0072b2"])  # empty, partial, full
 image = ax.imshow(kinds["sliding window (256)"], cmap=tile_colours, vmin=-0.5, vmax=2.5)
 colorbar = fig.colorbar(image, ax=ax, ticks=[0, 1, 2])
 colorbar.ax.set_yticklabels(["empty: skipped", "partial: masked", "full: no mask"])
 ax.set_xlabel(f"key tile ({block} keys)")
 ax.set_ylabel(f"query tile ({block} queries)")
-_ = ax.set_title(f"Tiles of a sliding window of 256, L = {L_long}")
+# the figure's title, wider than the axes, is centred over the whole figure
+_ = fig.suptitle(f"Tiles of a sliding window of 256, L = {L_long}")
 
 # sphinx_gallery_start_ignore
 band = kinds["sliding window (256)"][2:]  # the rows past the start of the sequence

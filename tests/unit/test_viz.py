@@ -68,7 +68,7 @@ def test_a_long_sequence_gives_a_capped_figure_with_thinned_labels():
     # 512 tokens used to ask for 16504 x 16424 pixels (MemoryError on savefig).
     tokens = [str(i) for i in range(512)]
     fig = plot_attention(torch.rand(512, 512), x_tokens=tokens)
-    assert max(fig.get_size_inches()) <= 24
+    assert max(fig.get_size_inches()) <= 8
     heatmap = fig.axes[0]
     shown = [t.get_text() for t in heatmap.get_xticklabels()]
     step = int(shown[1]) - int(shown[0])
@@ -81,7 +81,24 @@ def test_many_heads_of_a_long_sequence_fit_in_a_capped_grid():
     # 8 heads of L = 700 used to get the process killed for memory.
     fig = plot_attention(torch.rand(8, 700, 700))
     width, height = fig.get_size_inches()
-    assert width <= 24 and height <= 24
+    assert width <= 8 and height <= 24
+
+
+@pytest.mark.parametrize(
+    ("heads", "tokens", "cols"), [(4, 5, 4), (8, 8, 4), (8, 12, 2), (3, 12, 2)]
+)
+def test_a_grid_fits_a_page_column_with_text_of_8_pt_or_more(heads, tokens, cols):
+    # A page shows figures in a 7.36 in column: a figure up to 8 in wide is shrunk by at most
+    # 0.92, so its text, all 10 pt or more, still shows at 8 pt or more.
+    from matplotlib.text import Text
+
+    labels = [f"t{i}" for i in range(tokens)]
+    fig = plot_attention(torch.rand(heads, tokens, tokens), x_tokens=labels, title="t")
+    fig.canvas.draw()
+    assert fig.get_figwidth() <= 8
+    assert len({round(ax.get_position().x0, 3) for ax in fig.axes[:heads]}) == cols
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    assert sizes and min(sizes) >= 10
 
 
 def test_a_short_sequence_keeps_every_label():
