@@ -18,7 +18,8 @@ different times, combine into one table::
     python tests/docs/sweep.py --from-logs a.jsonl b.jsonl --out tests/docs/claims.md
 
 A page that appears in several logs is taken from the newest log that has it, whole, so a page
-changed and swept again replaces its older runs.
+changed and swept again replaces its older runs. ``--carry old.md`` keeps the rows of an earlier
+table for the pages that no log covers, marked as carried, with the sweep they came from.
 
 ``tests/docs/test_claims_hold.py`` runs the pages that train or sample under a few of these
 settings in every ``make test``.
@@ -178,7 +179,30 @@ def read_logs(logs: list[Path]) -> list[Run]:
     return [run for i, runs in enumerate(by_log) for run in runs if newest[run.page] == i]
 
 
-def margins_table(runs: list[Run], *, seeds: list[int], capabilities: list[str]) -> str:
+def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
+    """The table rows of ``tables`` for pages not in ``covered``, marked with their source."""
+    rows = []
+    for table in tables:
+        for line in table.read_text().splitlines():
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if len(cells) != 7 or not re.match(r"\d\d_\w+\.py$", cells[0]):
+                continue
+            if cells[0] in covered:
+                continue
+            cells[-1] = f"{cells[-1]} (carried from {table.name})"
+            rows.append("| " + " | ".join(cells) + " |")
+            # a page's rows come from the first table that has it
+        covered = covered | {r.split("|")[1].strip() for r in rows}
+    return rows
+
+
+def margins_table(
+    runs: list[Run],
+    *,
+    seeds: list[int],
+    capabilities: list[str],
+    carried: list[str] = (),
+) -> str:
     """The Markdown table of the weakest margin of every claim over ``runs``."""
     import torch
 
@@ -224,6 +248,13 @@ def margins_table(runs: list[Run], *, seeds: list[int], capabilities: list[str])
             f"| {len(records)} | {weakest['margin']:.3f} | seed {weakest['seed']}, "
             f"{weakest['capability'].lower()}, {weakest['threads']} thr |"
         )
+    if carried:
+        lines += sorted(carried)
+        lines += [
+            "",
+            "Rows marked *carried* come from an earlier sweep of a page that no log of this one",
+            "covers: the page's claims have not changed since, or it was not run again.",
+        ]
     failed = [run for run in runs if not run.ok]
     if failed:
         lines += ["", "## Failed runs", ""]
@@ -255,14 +286,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-logs", type=Path, nargs="+", help="write the table from these logs; run nothing"
     )
+    parser.add_argument(
+        "--carry", type=Path, nargs="+", default=[], help="earlier tables, for pages no log has"
+    )
     args = parser.parse_args(argv)
 
     if args.from_logs:
         runs = read_logs(args.from_logs)
         seeds = sorted({run.seed for run in runs})
         capabilities = sorted({run.capability for run in runs}, key=CAPABILITIES.index)
-        args.out.write_text(margins_table(runs, seeds=seeds, capabilities=capabilities))
-        print(f"wrote {args.out} from {len(runs)} runs")
+        carried = carried_rows(args.carry, {run.page for run in runs})
+        table = margins_table(runs, seeds=seeds, capabilities=capabilities, carried=carried)
+        args.out.write_text(table)
+        print(f"wrote {args.out} from {len(runs)} runs and {len(carried)} carried rows")
         return 0 if all(run.ok for run in runs) else 1
 
     seeds = _int_range(args.seeds)

@@ -42,6 +42,7 @@ def test_the_margins_table_covers_every_page_that_trains():
     weak = [(page.strip(), claim.strip()) for page, claim, *_, margin, _ in rows
             if float(margin) <= 0]  # fmt: skip
     assert rows and not weak, f"claims with no margin left in {sweep.CLAIMS_MD.name}: {weak}"
+    assert "## Failed runs" not in table, f"{sweep.CLAIMS_MD.name} records failed runs"
 
 
 @pytest.mark.timeout(sweep.PAGE_TIMEOUT + 60)
