@@ -217,7 +217,7 @@ stored = [
     ("nn.MultiheadAttention: bool", to_torch_attn_mask(meaning)),
     ("additive float", additive(float("-inf"))[1, 0]),
 ]
-fig, axes = plt.subplots(1, 3, figsize=(10, 4.5), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 4.5), layout="constrained")
 for ax, (title, values) in zip(axes, stored, strict=True):
     text = [
         ("T" if v else "F") if values.dtype == torch.bool else f"{v:g}"
@@ -550,7 +550,7 @@ assert not torch.allclose(top_left, truth, atol=1e-2)
 # last line printed). The three masks, drawn:
 
 tokens_all = [f"t{i}" for i in range(S_all)]
-fig, axes = plt.subplots(1, 3, figsize=(10, 4.6), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 4.6), layout="constrained")
 plot_mask(
     causal_mask(S_all),
     x_labels=tokens_all,
