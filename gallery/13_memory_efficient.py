@@ -395,7 +395,7 @@ plot_against_length(
 #    same 8 scores and values with blocks of 1 to 8 keys, and with the blocks taken
 #    last to first, merging each block with
 #    :func:`attention.functional.online_softmax_merge`. Does the result change?
-# 2. **Two halves, merged.** Ring attention gives each process part of the keys. Split
+# 2. **Two parts, merged.** Ring attention gives each process part of the keys. Split
 #    the keys and values of a float64 ``(2, 4, 300, 32)`` problem into the first 100
 #    and the other 200, compute each part's maximum, sum and weighted sum, merge them,
 #    and compare with :func:`attention.scaled_dot_product_attention`.
@@ -408,16 +408,17 @@ plot_against_length(
 # .. solution 1
 #
 # Every split and every order gives the softmax-weighted average of the whole row to
-# float64 rounding: the merge is exact whatever the order in which keys arrive.
+# float64 rounding: the result does not depend on the order in which the keys arrive.
 
 from attention.functional import online_softmax_merge
 
 
-def partial(s, v):
-    """A block's maximum, sum of exp(s - max), and sum of exp(s - max) * v."""
-    m = s.amax(-1, keepdim=True)  # (*, 1)
-    e = (s - m).exp()  # (*, B)
-    return m, e.sum(-1, keepdim=True), (e * v).sum(-1, keepdim=True)
+def part_sums(s, v):
+    """What a part of the keys contributes: the maximum of its scores ``s`` (*, L, B),
+    the sum of exp(s - max), and that sum times the values ``v`` (*, B, Dv)."""
+    m = s.amax(-1, keepdim=True)  # (*, L, 1)
+    e = (s - m).exp()  # (*, L, B)
+    return m, e.sum(-1, keepdim=True), e @ v  # (*, L, B) @ (*, B, Dv) -> (*, L, Dv)
 
 
 gaps = {}
@@ -431,7 +432,7 @@ for size in range(1, len(scores) + 1):
         )
         for start in starts:
             block_slice = slice(start, start + size)
-            block_parts = partial(scores[block_slice], values[block_slice])
+            block_parts = part_sums(scores[block_slice], values[block_slice])
             running = online_softmax_merge(*running, *block_parts)
         _, running_sum, running_acc = running
         gaps[size, reverse] = (running_acc / running_sum - reference).abs().item()
@@ -449,23 +450,14 @@ q, k, v = (
     torch.randn(2, 4, 300, 32, dtype=torch.float64, device=device, generator=g)
     for _ in range(3)
 )  # (N, H, L, D) each
-
-
-def key_part(q, k, v):
-    """Maximum, sum and weighted sum of one part of the keys: (N, H, L, 1) twice and
-    (N, H, L, D)."""
-    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (N, H, L, D) @ (N, H, D, S')
-    m = s.amax(-1, keepdim=True)  # (N, H, L, 1)
-    e = (s - m).exp()  # (N, H, L, S')
-    return m, e.sum(-1, keepdim=True), e @ v  # (N, H, L, S') @ (N, H, S', D)
-
-
-first = key_part(q, k[..., :100, :], v[..., :100, :])
-second = key_part(q, k[..., 100:, :], v[..., 100:, :])
+# (N, H, L, D) @ (N, H, D, S) -> (N, H, L, S)
+all_scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+first = part_sums(all_scores[..., :100], v[..., :100, :])  # keys 0 to 99
+second = part_sums(all_scores[..., 100:], v[..., 100:, :])  # keys 100 to 299
 _, merged_sum, merged_acc = online_softmax_merge(*first, *second)
 merged = merged_acc / merged_sum  # (N, H, L, D)
 expected, _ = scaled_dot_product_attention(q, k, v)
-print(f"merged halves against the reference: {(merged - expected).abs().max():.1e}")
+print(f"merged parts against the reference: {(merged - expected).abs().max():.1e}")
 assert torch.allclose(merged, expected, rtol=0, atol=1e-12)
 
 # %%
