@@ -595,7 +595,87 @@ for norm_first in (False, True):
 # :class:`attention.FeedForward`, :class:`attention.MultiHeadAttention` (the block's
 # ``self_attn``), :func:`attention.padding_mask` and
 # :func:`attention.masks.to_torch_key_padding_mask`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Count the parameters by hand.** Write the number of parameters of
+#    ``TransformerBlock(E, H, ffn_dim=F)`` as a formula (the four projections of the
+#    attention, the two linear layers, the two LayerNorms), evaluate it for the paper's
+#    block, and compare with ``count(block)``. Does it depend on ``H``?
+# 2. **Branches that add nothing.** Zero the weights and biases of the last layer of
+#    both branches (``self_attn.out_proj`` and ``ffn.linear2``) of a small block, so
+#    that each branch returns 0. Predict what a pre-LN block then returns, and what a
+#    post-LN block returns, and check both.
+# 3. **A causal block.** Change token 7 of every sentence again, as in the section on
+#    the feed-forward network, but run the whole ``block`` with a causal mask
+#    (:func:`attention.causal_mask`). Which output positions change, and which stay
+#    exactly as they were?
+
+# %%
+# .. solution 1
+#
+# :math:`4(E^2 + E)` for the projections, :math:`2EF + F + E` for the feed-forward
+# network and :math:`4E` for the LayerNorms. The heads split ``E`` among themselves,
+# so ``H`` does not appear: 8 heads or 1, the same number of parameters.
+
+
+def block_parameters(E, F):
+    """The parameters of ``TransformerBlock(E, H, ffn_dim=F)``, for any ``H``."""
+    return 4 * (E * E + E) + (2 * E * F + F + E) + 2 * 2 * E
+
+
+print(f"by hand {block_parameters(512, 2048):,}; count(block) {count(block):,}")
+assert block_parameters(512, 2048) == count(block)
+assert block_parameters(64, 96) == count(TransformerBlock(64, 1, ffn_dim=96))
+
+# %%
+# .. solution 2
+#
+# Pre-LN adds the branches to the stream, so with both branches 0 the block is the
+# identity, bit for bit. Post-LN still normalises after each sum: it returns
+# ``norm2(norm1(x))``, every token rescaled to mean 0 and standard deviation 1.
+
+silent = {}
+for norm_first in (False, True):
+    quiet = TransformerBlock(32, 4, ffn_dim=64, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for last in (quiet.self_attn.out_proj, quiet.ffn.linear2):
+            last.weight.zero_()
+            last.bias.zero_()
+        silent[norm_first] = (
+            quiet(probe_input)[0],
+            quiet.norm2(quiet.norm1(probe_input)),
+        )
+pre_out, _ = silent[True]
+post_out, post_expected = silent[False]
+print(f"pre-LN output equals its input: {torch.equal(pre_out, probe_input)}")
+print(
+    "post-LN output equals norm2(norm1(x)): "
+    f"{torch.allclose(post_out, post_expected, atol=1e-6)}; per-token std "
+    f"{post_out.std(-1, unbiased=False).min():.4f} to "
+    f"{post_out.std(-1, unbiased=False).max():.4f}"
+)
+assert torch.equal(pre_out, probe_input)
+assert torch.allclose(post_out, post_expected, atol=1e-6)
+
+# %%
+# .. solution 3
+#
+# With the causal mask, token 7 is a key only for queries 7, 8 and 9, and the rest of
+# the block works on each token alone: positions 0 to 6 keep their exact values.
+
+from attention import causal_mask
+
+with torch.no_grad():
+    before = block(x, causal_mask(L, device=device))[0]  # (N, L, E)
+    after = block(changed, causal_mask(L, device=device))[0]  # (N, L, E)
+moved = (after - before).abs().amax(dim=(0, 2)) > 0  # (L,)
+print(f"positions whose block output changed: {moved.nonzero().flatten().tolist()}")
+assert moved.tolist() == [i >= 7 for i in range(L)]
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_08_visualising_attention.py` looks at what the heads
 # attend to.
 

@@ -537,7 +537,94 @@ claim(
 # :func:`attention.training.accuracy`, :func:`attention.data.encode`,
 # :func:`attention.data.make_dataset`, :func:`attention.masks.to_torch_key_padding_mask`
 # and :class:`attention.MultiHeadAttention` (each block's ``self_attn``).
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **The two ends of the entropy scale.** Build two weight tensors for the 1000
+#    sample sentences: one that spreads every row evenly over the real keys, and one
+#    that puts every row's whole weight on the first word. What does
+#    ``relative_entropy`` return for each, on every real query row?
+# 2. **Order is invisible to attention.** Feed layer 2's attention (``attn``) the input
+#    it received for the example sentence (``x``, captured above), once as it is and
+#    once with the positions reversed. Predict how the second call's weights and
+#    outputs relate to the first call's, and check it.
+# 3. **The score spread, two ways.** The page read the spread of the scores off the
+#    weights, through :math:`\log w_j = s_j - \log\sum_k e^{s_k}`. Compute the scores
+#    of the untrained model's first layer on the example sentence directly, from its
+#    query and key projections, and compare their spread with ``score_spread``.
+
+# %%
+# .. solution 1
+#
+# The uniform row has the largest possible entropy, :math:`\log n`, so its ratio is 1;
+# the one-hot row has entropy 0. Every trained or untrained head lies in between.
+
+sample_lengths = sample_real.sum(-1)[:, None, None, None]  # (N, 1, 1, 1)
+uniform_rows = sample_real[:, None, None, :] / sample_lengths  # (N, 1, 1, L)
+uniform_rows = uniform_rows.expand(-1, 1, sample_real.shape[1], -1)  # (N, 1, L, L)
+first_word = torch.zeros_like(uniform_rows)
+first_word[..., 0] = 1.0  # every row on key 0, always a real word
+entropy_uniform = relative_entropy(uniform_rows, sample_real)[:, 0][sample_real]
+entropy_one_hot = relative_entropy(first_word, sample_real)[:, 0][sample_real]
+print(
+    f"uniform rows: between {entropy_uniform.min():.6f} and "
+    f"{entropy_uniform.max():.6f}; one-hot rows: largest {entropy_one_hot.abs().max()}"
+)
+assert torch.allclose(entropy_uniform, torch.ones_like(entropy_uniform), atol=1e-5)
+assert (entropy_one_hot == 0).all()
+
+# %%
+# .. solution 2
+#
+# Reversing the positions reverses the rows and the columns of every head's weights,
+# and the rows of the output: attention itself sees a set of tokens, not a sequence.
+# Only the positional encoding, added before layer 1, tells the model the order.
+
+with torch.no_grad():
+    out_forward, w_forward = attn(x)  # (1, L, E), (1, H, L, L)
+    out_reversed, w_reversed = attn(x.flip(1))
+weights_gap = (w_reversed - w_forward.flip(-2, -1)).abs().max().item()
+outputs_gap = (out_reversed - out_forward.flip(1)).abs().max().item()
+print(
+    f"reversed input against the reversed results: weights differ by {weights_gap:.1e}"
+    f", outputs by {outputs_gap:.1e}"
+)
+assert torch.allclose(w_reversed, w_forward.flip(-2, -1), atol=1e-5)
+assert torch.allclose(out_reversed, out_forward.flip(1), atol=1e-5)
+
+# %%
+# .. solution 3
+#
+# A pre-LN block feeds ``norm1`` of its input to the attention; a forward pre-hook
+# catches it, as in the section on averaging. The spreads agree to float32 rounding.
+
+from attention.multi_head import split_heads
+
+first_attn = untrained.blocks[0].self_attn
+layer1_input = []
+handle = first_attn.register_forward_pre_hook(
+    lambda module, args: layer1_input.append(args[0])
+)
+with torch.no_grad():
+    untrained(example)
+handle.remove()
+with torch.no_grad():
+    h = layer1_input[0]  # (1, L, E)
+    q = split_heads(first_attn.q_proj(h), first_attn.num_heads)  # (1, H, L, D)
+    k = split_heads(first_attn.k_proj(h), first_attn.num_heads)  # (1, H, L, D)
+    # (1, H, L, D) @ (1, H, D, L) -> (1, H, L, L)
+    scores = q @ k.transpose(-2, -1) / first_attn.head_dim**0.5
+from_scores = scores.amax(-1) - scores.amin(-1)  # (1, H, L)
+from_weights = score_spread(untrained_weights[0], example != PAD_ID)  # (1, H, L)
+print(
+    "largest |spread from the scores - spread from the weights|: "
+    f"{(from_scores - from_weights).abs().max():.1e}"
+)
+assert torch.allclose(from_scores, from_weights, atol=1e-4)
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_09_checking_gradients.py` checks the gradients of
 # attention.
 

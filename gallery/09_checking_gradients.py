@@ -516,7 +516,106 @@ plt.show()
 # API used on this page: :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :class:`attention.MultiHeadAttention` and :class:`attention.TransformerBlock`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Size the Jacobian by hand.** For the check of ``MultiHeadAttention(4, 2)`` with
+#    its parameters (3 queries, 5 keys), count the numbers that go in and come out
+#    without running anything, and compare with the counts printed in that section.
+# 2. **Move the key bias.** In float64, add a random vector to the key bias of
+#    ``mha64`` and run it again on the same input. What happens to the outputs and the
+#    weights? Do the same with the query bias.
+# 3. **Zeroing after a -inf fill.** Add the package's second line, zeroing the blocked
+#    weights after the softmax, to the two ``-inf`` strategies (``masked_fill`` and the
+#    additive mask). Which of the two then has finite gradients everywhere, equal to
+#    the package's? Why not the other?
+
+# %%
+# .. solution 1
+#
+# In: the query :math:`3 \times 4`, the keys and values :math:`5 \times 4`, four
+# :math:`4 \times 4` weights and four biases of 4. Out: the output :math:`3 \times 4`
+# and the weights, :math:`2` heads :math:`\times 3 \times 5`.
+
+numbers_in = 3 * 4 + 5 * 4 + 4 * (4 * 4 + 4)
+numbers_out = 3 * 4 + 2 * 3 * 5
+print(
+    f"by hand: {numbers_in} in, {numbers_out} out, "
+    f"{numbers_in * numbers_out} Jacobian entries"
+)
+assert (numbers_in, numbers_out) == (n_in, n_out)
+
+# %%
+# .. solution 2
+#
+# The key bias adds the same :math:`q \cdot b` to every score of a row, which the
+# softmax cancels: the outputs and weights stay the same to float64 rounding. The query
+# bias adds :math:`b \cdot k_j`, different for every key: the weights change.
+
+x64 = x32.detach().double()  # (N, L, E)
+with torch.no_grad():
+    out_before, weights_before = mha64(x64)
+    original = {name: p.clone() for name, p in mha64.named_parameters()}
+    moved_by = {}
+    for bias in (mha64.k_proj.bias, mha64.q_proj.bias):
+        bias.add_(torch.randn_like(bias))
+        out_after, weights_after = mha64(x64)
+        moved_by[bias is mha64.k_proj.bias] = (
+            (out_after - out_before).abs().max().item(),
+            (weights_after - weights_before).abs().max().item(),
+        )
+        mha64.load_state_dict(original)  # undo the change
+for key_bias, (out_moved, weights_moved) in moved_by.items():
+    print(
+        f"{'key' if key_bias else 'query'} bias moved: outputs change by "
+        f"{out_moved:.1e}, weights by {weights_moved:.1e}"
+    )
+assert max(moved_by[True]) < 1e-12 and moved_by[False][1] > 1e-6
+
+# %%
+# .. solution 3
+#
+# ``masked_fill`` sends no gradient back to the scores it overwrote, so the NaN that
+# the softmax's backward pass computes for the empty row stops there; the zeroing
+# removes the NaN from the forward pass. The additive mask passes the NaN on to the
+# scores, and from them to query 2 and to every key.
+
+
+def zeroed_after(block_scores):
+    """Attention that blocks scores with ``block_scores``, then zeroes the blocked
+    weights."""
+
+    def attend(q, k, v):
+        scores = q @ k.transpose(-2, -1) / D**0.5  # (L, D) @ (D, S) -> (L, S)
+        weights = block_scores(scores).softmax(dim=-1)  # (L, S)
+        weights = weights.masked_fill(~row_mask, 0.0)
+        return weights @ v, weights  # (L, S) @ (S, D) -> (L, D)
+
+    return attend
+
+
+blockers = {
+    "masked_fill -inf": lambda s: s.masked_fill(~row_mask, float("-inf")),
+    "add -inf mask": lambda s: s + additive,
+}
+zeroed = {}
+for name, block_scores in blockers.items():
+    qs, ks, vs = (t.clone().requires_grad_() for t in (q0, k0, v0))
+    out_s, _ = zeroed_after(block_scores)(qs, ks, vs)
+    out_s.sum().backward()
+    zeroed[name] = (qs.grad, ks.grad, vs.grad)
+    nans = ", ".join(f"{int(g.isnan().sum())}/{g.numel()}" for g in zeroed[name])
+    print(f"{name} + zeroing: NaN in grad of q, k, v: {nans}")
+assert all(
+    torch.allclose(g, ours, atol=1e-12)
+    for g, ours in zip(zeroed["masked_fill -inf"], ours_grads, strict=True)
+)
+assert zeroed["add -inf mask"][0][2].isnan().all()
+assert zeroed["add -inf mask"][1].isnan().all()
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py` checks the modules
 # against PyTorch's own.
 

@@ -573,7 +573,111 @@ hypothesis_home.cleanup()
 # :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask`,
 # :func:`attention.padding_mask`, :func:`attention.masks.to_torch_attn_mask` and
 # :func:`attention.masks.to_torch_key_padding_mask`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **A reference that cannot see the bug.** Build a port that has no biases at all,
+#    ``MultiHeadAttention(E, H, bias=False)``, copy into it only the weights of
+#    ``fresh`` (the freshly built ``nn.MultiheadAttention`` at the top of the page), and
+#    compare the two with ``compare``. Then copy the weights of ``theirs`` into it
+#    instead. What does each comparison say?
+# 2. **The mask polarity, forgotten.** Give ``theirs`` this package's causal mask
+#    (``True`` = may attend) as its ``attn_mask`` without converting it, on the
+#    self-attention input ``x``. Before running it, predict which keys each of the 5
+#    queries attends to, and which row of weights comes out NaN.
+# 3. **The way back.** Write the conversion in the other direction: build an
+#    ``nn.MultiheadAttention`` from ``ours`` by packing its projections into
+#    ``in_proj_weight`` and ``in_proj_bias``. Is the round trip
+#    ``theirs`` -> ``ours`` -> back exact?
+
+# %%
+# .. solution 1
+#
+# With ``fresh``, whose biases are all zero, the bias-less port agrees to rounding: the
+# comparison passes although the port has lost every bias. Against ``theirs``, whose
+# biases are random, it fails by far.
+
+
+def copy_weights(ours, torch_mha):
+    """Copy the four projection weights of ``torch_mha`` into ``ours``, nothing else."""
+    projections = (ours.q_proj, ours.k_proj, ours.v_proj)
+    with torch.no_grad():
+        for proj, w in zip(projections, torch_mha.in_proj_weight.chunk(3), strict=True):
+            proj.weight.copy_(w)
+        ours.out_proj.weight.copy_(torch_mha.out_proj.weight)
+    return ours
+
+
+no_bias = MultiHeadAttention(E, H, bias=False, device=device).eval()
+against_fresh = compare(copy_weights(no_bias, fresh.eval()), fresh, x)
+against_random = compare(copy_weights(no_bias, theirs), theirs, x)
+for against, (out_gap, weights_gap) in [
+    ("fresh", against_fresh),
+    ("theirs", against_random),
+]:
+    print(
+        f"bias-less port against {against + ':':7s} outputs differ by {out_gap:.1e}, "
+        f"weights by {weights_gap:.1e}"
+    )
+assert max(against_fresh) < 1e-5 and against_random[0] > 1e-2
+
+# %%
+# .. solution 2
+#
+# ``nn.MultiheadAttention`` blocks where the mask is ``True``, so query :math:`i` reads
+# exactly the keys *after* it, the future, and the last query, for which this package's
+# mask allows every key, has nothing left: its row is NaN.
+
+allowed = causal_mask(L, device=device)  # (L, L), True = may attend
+with torch.no_grad():
+    _, flipped = theirs(
+        x, x, x, attn_mask=allowed, need_weights=True, average_attn_weights=False
+    )  # (N, H, L, L)
+for i in range(L):
+    row = flipped[0, 0, i]
+    keys = "NaN" if row.isnan().all() else (row > 0).nonzero().flatten().tolist()
+    print(f"query {i} reads keys {keys}")
+assert (flipped[..., : L - 1, :][..., allowed[: L - 1]] == 0).all()
+assert (flipped[..., : L - 1, :][..., ~allowed[: L - 1]] > 0).all()
+assert flipped[..., L - 1, :].isnan().all()
+
+# %%
+# .. solution 3
+#
+# Concatenating the three weights and biases gives back PyTorch's packed tensors
+# exactly: the round trip changes no bit of any parameter.
+
+
+def to_torch(ours):
+    """An ``nn.MultiheadAttention`` with every parameter of ``ours``."""
+    back = nn.MultiheadAttention(
+        ours.embed_dim, ours.num_heads, batch_first=True, device=device
+    )
+    projections = (ours.q_proj, ours.k_proj, ours.v_proj)
+    with torch.no_grad():
+        back.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
+        back.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
+        back.out_proj.load_state_dict(ours.out_proj.state_dict())
+    return back.eval()
+
+
+back = to_torch(ours)
+names = [name for name, _ in theirs.named_parameters()]
+same = [
+    name
+    for name in names
+    if torch.equal(theirs.get_parameter(name), back.get_parameter(name))
+]
+print(f"parameters equal after the round trip: {len(same)} of {len(names)}")
+out_gap, weights_gap = compare(ours, back, x)
+print(
+    f"ours against back: outputs differ by {out_gap:.1e}, weights by {weights_gap:.1e}"
+)
+assert same == names
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_11_classifier.py` trains a small attention classifier.
 
 # sphinx_gallery_thumbnail_number = 1

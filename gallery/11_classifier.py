@@ -485,7 +485,88 @@ assert plain_change > 0.1 and masked_change < 1e-5
 # :func:`attention.training.train_classifier` and :func:`attention.training.accuracy`;
 # the head layout of ``merge_heads`` is explained in
 # :ref:`sphx_glr_tutorials_04_multi_head.py`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Count the parameters by hand.** The model has ``embed_dim`` :math:`E = 32`,
+#    2 blocks with ``ffn_dim`` :math:`4E`, a vocabulary of ``len(VOCAB)`` words and
+#    ``len(CLASSES)`` classes. Write its number of parameters as a formula, part by
+#    part, and compare with :func:`attention.training.count_parameters`. How many
+#    parameters do the positions add?
+# 2. **Finish the forward pass by hand.** The forward hook above recorded the per-token
+#    vectors after the final LayerNorm, for the short sentences padded to 12. Pool them
+#    over the real tokens, apply the linear head ``model.head``, and compare with
+#    ``logits_12``. What do the plainly averaged vectors give instead?
+# 3. **Switch a head off in the weights.** The pre-hook zeroes a head's columns of the
+#    *input* of ``out_proj``. Do the same to a copy of the model by zeroing the matching
+#    columns of ``out_proj.weight`` instead, for the most needed head, and check that
+#    both give the same logits on the held-out set.
+
+# %%
+# .. solution 1
+#
+# The sinusoidal positions of :class:`attention.PositionalEncoding` are a fixed buffer,
+# not parameters: they add none. The embedding counts its padding row too.
+
+from attention.training import count_parameters
+
+E, C = model.embedding.embedding_dim, len(CLASSES)
+attention_params = 4 * (E * E + E)  # q, k, v and out projections, with biases
+ffn_params = (E * 4 * E + 4 * E) + (4 * E * E + E)  # linear1, linear2
+norm_params = 2 * 2 * E  # norm1 and norm2: a gain and a bias each
+by_hand = (
+    len(VOCAB) * E  # the embedding
+    + len(model.blocks) * (attention_params + ffn_params + norm_params)
+    + 2 * E  # the final LayerNorm
+    + (E * C + C)  # the linear head
+)
+print(f"by hand {by_hand:,}; count_parameters {count_parameters(model):,}")
+print(f"parameters of the positional encoding: {count_parameters(model.positions)}")
+assert by_hand == count_parameters(model) and count_parameters(model.positions) == 0
+
+# %%
+# .. solution 2
+#
+# Pooled over the real tokens, the head reproduces the model's logits to float32
+# rounding; pooled with the plain mean, the same vectors give other logits.
+
+with torch.no_grad():
+    by_hand_logits = model.head(masked_12)  # (n, E) -> (n, C)
+    plain_logits = model.head(plain_12)  # (n, C)
+print(
+    "largest |logits by hand - model's logits|: "
+    f"{(by_hand_logits - logits_12).abs().max():.1e}; with the plain mean: "
+    f"{(plain_logits - logits_12).abs().max():.2f}"
+)
+assert torch.allclose(by_hand_logits, logits_12, atol=1e-5)
+
+# %%
+# .. solution 3
+#
+# Column :math:`j` of ``out_proj.weight`` multiplies input feature :math:`j`, so zeroing
+# the column removes the same term of the sum as zeroing the feature.
+
+import copy
+
+layer, head = most
+pruned = copy.deepcopy(model)
+D = pruned.blocks[layer - 1].self_attn.head_dim
+with torch.no_grad():
+    pruned.blocks[layer - 1].self_attn.out_proj.weight[:, head * D : (head + 1) * D] = 0
+    handle = switch_off(model.blocks[layer - 1], head)
+    hooked_logits = model(held_out_tokens)[0]  # (N, C)
+    handle.remove()
+    pruned_logits = pruned(held_out_tokens)[0]  # (N, C)
+print(
+    f"layer {layer}, head {head} off, hook against weights: logits differ by up to "
+    f"{(hooked_logits - pruned_logits).abs().max():.1e}; accuracy "
+    f"{accuracy(pruned, held_out_tokens, held_out_labels):.1%}"
+)
+assert torch.allclose(hooked_logits, pruned_logits, atol=1e-5)
+
+# %%
 # Next: :ref:`sphx_glr_tutorials_12_performance.py`, on the speed of attention.
 
 # sphinx_gallery_thumbnail_number = 3

@@ -492,7 +492,87 @@ else:
 # API used on this page: :class:`attention.MultiHeadAttention`,
 # :class:`attention.FusedMultiHeadAttention` and
 # :func:`attention.scaled_dot_product_attention`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Count the operations with PyTorch's counter.**
+#    ``torch.utils.flop_counter.FlopCounterMode`` adds up the floating-point operations
+#    of the matrix products that run inside it. Count those of one call of
+#    ``fused(x, need_weights=True)`` and compare with the page's formula,
+#    :math:`4 \cdot 2NLE^2 + 4NHL^2D` (``module_gflop``). Which term is larger here?
+# 2. **How far bfloat16 rounds.** bfloat16 keeps 8 significant bits, so rounding to
+#    the nearest bfloat16 moves a number by at most :math:`2^{-8}` of its size. Round
+#    ``x`` to bfloat16 and back and find the largest relative change. How does it
+#    compare with the error of autocast bfloat16 printed above?
+# 3. **The readable path, timed.** Time ``separate`` (the package's readable
+#    :class:`attention.MultiHeadAttention`, which always computes the weights) and
+#    ``fused`` with ``need_weights=False``, with ``median_ms``, and compare the ratio
+#    with the one of the projections. Check first that the two give the same output.
+
+# %%
+# .. solution 1
+#
+# The counter sees the four projections and the two products of attention, and adds
+# exactly what the formula says. At :math:`L = E = 512` the projections,
+# :math:`8NLE^2`, outweigh attention's :math:`4NHL^2D = 4NL^2E`, since
+# :math:`2E > L`.
+
+from torch.utils.flop_counter import FlopCounterMode
+
+with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+    _ = fused(x, need_weights=True)
+projections_flop = 4 * 2 * N * L * E * E
+attention_flop = 4 * N * H * L * L * (E // H)
+print(
+    f"FlopCounterMode: {counter.get_total_flops() / 1e9:.3f} GFLOP; formula: "
+    f"{module_gflop:.3f} GFLOP ({projections_flop / 1e9:.3f} in the projections, "
+    f"{attention_flop / 1e9:.3f} in attention)"
+)
+assert counter.get_total_flops() == projections_flop + attention_flop
+assert round(module_gflop * 1e9) == projections_flop + attention_flop
+
+# %%
+# .. solution 2
+#
+# The largest relative change stays under :math:`2^{-8} \approx 0.0039`, half of
+# ``torch.finfo(torch.bfloat16).eps``. Autocast's error above is made of such
+# roundings, of the inputs, the weights and the intermediate results, carried through
+# the module.
+
+x_cpu = x.cpu()
+rounded = x_cpu.to(torch.bfloat16).float()  # (N, L, E)
+nonzero = x_cpu != 0
+relative = ((rounded - x_cpu).abs() / x_cpu.abs())[nonzero]
+print(
+    f"largest relative change from rounding to bfloat16: {relative.max():.5f} "
+    f"(bound 2**-8 = {2**-8:.5f}, finfo eps / 2 = "
+    f"{torch.finfo(torch.bfloat16).eps / 2:.5f})"
+)
+assert torch.finfo(torch.bfloat16).eps == 2**-7
+assert relative.max() <= 2**-8
+
+# %%
+# .. solution 3
+#
+# The output is the same to float32 rounding; the time is not. The ratio printed here
+# depends on the device and on ``L``: the readable path writes the
+# :math:`(N, H, L, L)` weights that the fused kernel never builds.
+
+with torch.inference_mode():
+    readable_out = separate(x, need_weights=False)[0]
+    fused_out = fused(x, need_weights=False)[0]
+    readable_ms = median_ms(lambda x: separate(x, need_weights=False), x)
+    fused_ms = median_ms(lambda x: fused(x, need_weights=False), x)
+print(
+    f"on {device}, torch {torch.__version__}: readable {readable_ms:.2f} ms, fused "
+    f"{fused_ms:.2f} ms, fused / readable {fused_ms / readable_ms:.2f} (projections, "
+    f"one / three: {one_ms / three_ms:.2f})"
+)
+assert torch.allclose(readable_out, fused_out, atol=1e-5)
+
+# %%
 # Previous: :ref:`sphx_glr_tutorials_11_classifier.py`. Next:
 # :ref:`sphx_glr_tutorials_13_memory_efficient.py` opens the fused kernel: how attention
 # can be computed without ever holding the :math:`(L, S)` matrix.

@@ -389,7 +389,106 @@ plot_against_length(
 #
 # API used on this page: :func:`attention.tiled_attention`,
 # :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **Any block size, any order.** Run the online softmax of the first section on the
+#    same 8 scores and values with blocks of 1 to 8 keys, and with the blocks taken
+#    last to first, merging each block with
+#    :func:`attention.functional.online_softmax_merge`. Does the result change?
+# 2. **Two parts, merged.** Ring attention gives each process part of the keys. Split
+#    the keys and values of a float64 ``(2, 4, 300, 32)`` problem into the first 100
+#    and the other 200, compute each part's maximum, sum and weighted sum, merge them,
+#    and compare with :func:`attention.scaled_dot_product_attention`.
+# 3. **What causal skipping saves.** With ``L = S = 1024`` and ``block_size=256``,
+#    ``tiled_attention`` takes the queries 512 rows at a time. Predict the fraction of
+#    the non-causal matrix-product work that ``causal=True`` does, then count both with
+#    ``torch.utils.flop_counter.FlopCounterMode``. Why is it not one half?
+
+# %%
+# .. solution 1
+#
+# Every split and every order gives the softmax-weighted average of the whole row to
+# float64 rounding: the result does not depend on the order in which the keys arrive.
+
+from attention.functional import online_softmax_merge
+
+
+def part_sums(s, v):
+    """What a part of the keys contributes: the maximum of its scores ``s`` (*, L, B),
+    the sum of exp(s - max), and that sum times the values ``v`` (*, B, Dv)."""
+    m = s.amax(-1, keepdim=True)  # (*, L, 1)
+    e = (s - m).exp()  # (*, L, B)
+    return m, e.sum(-1, keepdim=True), e @ v  # (*, L, B) @ (*, B, Dv) -> (*, L, Dv)
+
+
+gaps = {}
+for size in range(1, len(scores) + 1):
+    for reverse in (False, True):
+        starts = list(range(0, len(scores), size))[:: -1 if reverse else 1]
+        running = (
+            torch.full((1,), float("-inf"), dtype=torch.float64),  # m
+            torch.zeros(1, dtype=torch.float64),  # l
+            torch.zeros(1, dtype=torch.float64),  # acc
+        )
+        for start in starts:
+            block_slice = slice(start, start + size)
+            block_parts = part_sums(scores[block_slice], values[block_slice])
+            running = online_softmax_merge(*running, *block_parts)
+        _, running_sum, running_acc = running
+        gaps[size, reverse] = (running_acc / running_sum - reference).abs().item()
+print(f"largest difference from the whole-row softmax: {max(gaps.values()):.1e}")
+assert max(gaps.values()) < 1e-12
+
+# %%
+# .. solution 2
+#
+# The merge rescales both parts to the larger maximum and adds them: the result is
+# attention over all 300 keys, whichever part holds the largest score.
+
+g = torch.Generator(device=device).manual_seed(seed)
+q, k, v = (
+    torch.randn(2, 4, 300, 32, dtype=torch.float64, device=device, generator=g)
+    for _ in range(3)
+)  # (N, H, L, D) each
+# (N, H, L, D) @ (N, H, D, S) -> (N, H, L, S)
+all_scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+first = part_sums(all_scores[..., :100], v[..., :100, :])  # keys 0 to 99
+second = part_sums(all_scores[..., 100:], v[..., 100:, :])  # keys 100 to 299
+_, merged_sum, merged_acc = online_softmax_merge(*first, *second)
+merged = merged_acc / merged_sum  # (N, H, L, D)
+expected, _ = scaled_dot_product_attention(q, k, v)
+print(f"merged parts against the reference: {(merged - expected).abs().max():.1e}")
+assert torch.allclose(merged, expected, rtol=0, atol=1e-12)
+
+# %%
+# .. solution 3
+#
+# The first 512 queries need only the keys up to 511, so 2 of the 4 key blocks; the
+# second 512 need all 4: 6 blocks instead of 8, three quarters of the work. Skipping
+# works by whole blocks for a whole group of queries, and the blocks that cross the
+# diagonal are computed in full, then masked; smaller blocks and groups get closer to
+# one half.
+
+from torch.utils.flop_counter import FlopCounterMode
+
+q, k, v = (torch.randn(1, 1, 1024, 8, device=device, generator=g) for _ in range(3))
+flop = {}
+torch.set_num_threads(1)  # many small steps: one thread waits for no other
+for causal in (False, True):
+    with FlopCounterMode(display=False) as counter:
+        _ = tiled_attention(q, k, v, causal=causal, block_size=256)
+    flop[causal] = counter.get_total_flops()
+torch.set_num_threads(threads)
+print(
+    f"matrix-product operations: {flop[False]:,} without the mask, {flop[True]:,} "
+    f"with it; causal / full = {flop[True] / flop[False]}"
+)
+assert flop[True] * 4 == flop[False] * 3
+
+# %%
 # Next: the decoder half of the Transformer, a model that predicts the next token, in
 # :ref:`sphx_glr_tutorials_14_decoder_induction_heads.py`.
 
