@@ -210,7 +210,7 @@ held_out_tokens, held_out_labels = (
 )
 held_out_accuracy = accuracy(model, held_out_tokens, held_out_labels)
 print(f"held-out accuracy {held_out_accuracy:.1%}")
-claim("held-out accuracy", held_out_accuracy, above=0.95)
+claim("held-out accuracy", held_out_accuracy, above=0.9)
 
 # %%
 # After training: heads with a job
@@ -238,7 +238,7 @@ plt.show()
 # sphinx_gallery_start_ignore
 example_is_not = example[0] == VOCAB.index("not")  # (L,)
 row_max_1 = example_weights[0][0].amax(-1).mean(-1)  # per head  (H,)
-claim("layer 1, sharpest head's mean row maximum", row_max_1.max(), above=0.5)
+claim("layer 1, sharpest head's mean row maximum", row_max_1.max(), above=0.4)
 # sphinx_gallery_end_ignore
 
 # %%
@@ -344,7 +344,9 @@ for (layer, head), (sharp, on_not, on_signal, own, other) in stats.items():
 # Three things stand out in the table printed above.
 #
 # Training made every head sharper than the untrained model's (whose relative entropy
-# was above 0.95 for every head), and the second layer sharper than the first:
+# was above 0.95 for every head). Which layer ends up the sharper depends on the run:
+# the second, in most of the seeds that the claims sweep tried, but not in all of them,
+# so this page compares the two without claiming an order:
 
 after = torch.tensor([[stats[layer, h][0] for h in range(4)] for layer in (1, 2)])
 print(
@@ -352,7 +354,6 @@ print(
     f"layer 2 {after[1].mean():.3f}"
 )
 claim("largest entropy after / before training", (after / before.cpu()).max(), below=1)
-claim("mean entropy, layer 2 minus layer 1", after[1].mean() - after[0].mean(), below=0)
 
 # %%
 # Some head is a ``not`` detector: on average over the words of a sentence, whatever
@@ -525,8 +526,8 @@ claim(
 #   nearly equal scores is nearly flat. Relative entropy (1 = uniform) measures it.
 # - After training, heads specialise: here a head that finds every ``not``, and a head
 #   whose query at the signal word picks the ``not`` right before it, which takes the
-#   positional encoding. Second-layer heads are sharper, but read positions that already
-#   mix words.
+#   positional encoding. Second-layer heads read positions that already mix words, so
+#   their maps are harder to read as word-to-word links.
 # - Measure a pattern over many sentences before believing one heatmap.
 # - Averaging over heads (``nn.MultiheadAttention``'s default) blurs sharp heads into a
 #   map no head computes; keep the heads apart to interpret them.

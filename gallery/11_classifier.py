@@ -194,7 +194,7 @@ print(
     f"after epoch 1: {history[0]['val_acc']:.1%}; gap to the final training accuracy: "
     f"{abs(history[-1]['train_acc'] - held_out_accuracy):.1%}"
 )
-claim("held-out accuracy", held_out_accuracy, above=0.95)
+claim("held-out accuracy", held_out_accuracy, above=0.9)
 claim("held-out accuracy after epoch 1", history[0]["val_acc"], below=0.6)
 claim(
     "training minus held-out accuracy",
