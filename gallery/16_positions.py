@@ -447,7 +447,68 @@ assert untrained.min() > 1 - 1e-6
 # :func:`attention.causal_mask`, :func:`attention.training.train_lm`,
 # :func:`attention.training.next_token_losses` and
 # :func:`attention.data.make_repeated_sequences`.
+
+# %%
+# Exercises
+# ---------
 #
+# 1. **ALiBi's bias by hand.** With :math:`H = 8` heads the slopes are
+#    :math:`m_h = 2^{-8h/8} = 2^{-h}`. Write them down, and work out the bias that head
+#    1 adds to the score of query 10 for key 3. Check both against
+#    :func:`attention.positions.alibi_slopes` and :func:`attention.alibi_bias`.
+# 2. **Back by five positions.** The matrix ``shift`` above takes every position
+#    :math:`p` of the sinusoidal table to :math:`p + 5`. Which matrix takes
+#    :math:`p + 5` back to :math:`p`? (Each 2x2 block is a rotation.) Check it on the
+#    table.
+# 3. **Rotations keep lengths.** RoPE rotates each pair of dimensions. Show that a
+#    rotated query has the same length as before, whatever its position, and that the
+#    score of a query at position :math:`m` and a key at :math:`n` equals their score at
+#    positions :math:`m - n` and 0.
+#
+# .. solution 1
+#
+# Head :math:`h` has slope :math:`2^{-h}`; head 1's bias for a key :math:`i - j = 7`
+# positions back is :math:`-\tfrac12 \cdot 7 = -3.5`.
+
+by_hand = torch.tensor([2.0**-h for h in range(1, 9)], dtype=torch.float64)
+print("slopes by hand:", by_hand.tolist())
+assert torch.equal(alibi_slopes(8), by_hand)
+head_1_bias = alibi_bias(8, 16)[0, 10, 3].item()
+print(f"head 1, query 10, key 3: bias {head_1_bias}")
+assert head_1_bias == -0.5 * (10 - 3)
+
+# %%
+# .. solution 2
+#
+# The inverse of a rotation is its transpose, so the inverse of the block-diagonal
+# ``shift`` is ``shift.T``: it turns every pair back by :math:`5\,\omega_i`. The table
+# holds positions as rows, which are multiplied by the transpose of the matrix (as
+# ``table[:-k] @ shift.T`` did above), so going back is ``table[k:] @ shift``:
+
+back = table[k:] @ shift  # (P - k, E) @ (E, E) -> (P - k, E)
+back_error = (back - table[:-k]).abs().max().item()
+print(f"p + {k} back to p: largest difference {back_error:.1e}")
+assert back_error < 1e-4
+assert torch.allclose(shift @ shift.T, torch.eye(E_table), atol=1e-6)
+
+# %%
+# .. solution 3
+#
+# A rotation keeps lengths, so the norm does not depend on the position; and since a
+# score depends only on the offset, positions :math:`(m, n)` and :math:`(m - n, 0)`
+# give the same scores (float64, for 1000 random pairs):
+
+m, n = 700, 250
+norms_before = q.norm(dim=-1)  # (1000, 1)
+norms_after = rope(q, offset=m).norm(dim=-1)  # (1000, 1)
+assert torch.allclose(norms_before, norms_after, atol=1e-12, rtol=0)
+score_mn = (rope(q, offset=m) * rope(k_, offset=n)).sum(-1)  # (1000, 1)
+score_offset = (rope(q, offset=m - n) * rope(k_, offset=0)).sum(-1)  # (1000, 1)
+score_gap = (score_mn - score_offset).abs().max()
+print(f"(m, n) vs (m - n, 0): largest difference {score_gap:.1e}")
+assert torch.allclose(score_mn, score_offset, atol=1e-10, rtol=0)
+
+# %%
 # Next: masks written as functions and run by FlexAttention, in
 # :ref:`sphx_glr_tutorials_17_flex_attention.py`.
 
