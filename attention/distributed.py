@@ -735,7 +735,14 @@ def _entry(rank, world_size, store_path, timeout_s, fn, args, results):
             world_size=world_size,
             timeout=timedelta(seconds=timeout_s),
         )
-        results.put((rank, None, fn(rank, world_size, *args)))
+        # Gloo connects the ranks pair by pair, and a rank whose own side is done may return
+        # while a peer is still connecting to it; closing its sockets then fails the peer
+        # ("Connection closed by peer"). One barrier before and one after ``fn`` keep every
+        # rank in the group until all of them have joined, and until all have finished.
+        dist.barrier()
+        value = fn(rank, world_size, *args)
+        dist.barrier()
+        results.put((rank, None, value))
     except BaseException:
         results.put((rank, traceback.format_exc(), None))
     finally:
