@@ -602,8 +602,8 @@ for norm_first in (False, True):
 #
 # 1. **Count the parameters by hand.** Write the number of parameters of
 #    ``TransformerBlock(E, H, ffn_dim=F)`` as a formula (the four projections of the
-#    attention, the two linear layers, the two LayerNorms), evaluate it for the paper's
-#    block, and compare with ``count(block)``. Does it depend on ``H``?
+#    attention, the two linear layers, the two LayerNorms), evaluate it for the block of
+#    :cite:t:`vaswani2017`, and compare with ``count(block)``. Does it depend on ``H``?
 # 2. **Branches that add nothing.** Zero the weights and biases of the last layer of
 #    both branches (``self_attn.out_proj`` and ``ffn.linear2``) of a small block, so
 #    that each branch returns 0. Predict what a pre-LN block then returns, and what a

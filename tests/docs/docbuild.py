@@ -15,7 +15,7 @@ HTML_DIR = BUILD_DIR / "html"
 GALLERY_DIR = ROOT / "gallery"
 
 # What a site copy needs; generated output is left behind so the copy builds from scratch.
-_COPIED_DIRS = ("docs", "gallery", "attention")
+_COPIED_DIRS = ("docs", "gallery", "attention", "benchmarks")
 _COPIED_FILES = ("conf.py", "Makefile", "pyproject.toml", "requirements.txt", "README.md")
 _GENERATED = shutil.ignore_patterns(
     "tutorials", "generated", "sg_execution_times.rst", "__pycache__", "*.egg-info"

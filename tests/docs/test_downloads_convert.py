@@ -344,7 +344,8 @@ def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_p
     # Both pages linked by title, and the reading time the page shows (1 minute: short).
     assert (
         "**Prerequisites:** [Multi-head](https://site.test/tutorials/04_multi_head.html#mh), "
-        "[Masks](https://site.test/tutorials/05_masks.html#masks), a ``torch.Tensor`` · "
+        "[Building masks](https://site.test/tutorials/05_masks.html#building-masks), "
+        "a ``torch.Tensor`` · "
         "Reading time: about 1 min"
     ) in sources[0]
     assert (
