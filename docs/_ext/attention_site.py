@@ -188,7 +188,24 @@ def _add_static(app, config) -> None:
         config.html_static_path.append(static)
 
 
+#: docutils writes a bibliography as ``<div role="list">`` holding ``role="doc-biblioentry"``
+#: entries, a role ARIA 1.2 deprecates; assistive technology then finds a list with no items
+#: (axe: aria-deprecated-role, aria-required-children). Each entry is a list item instead.
+_BIBLIOENTRY = 'role="doc-biblioentry"'
+
+
+def _list_items_for_citations(app, exception) -> None:
+    """Rewrite the citation entries of the written pages as ARIA list items."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for path in Path(app.outdir).rglob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        if _BIBLIOENTRY in text:
+            path.write_text(text.replace(_BIBLIOENTRY, 'role="listitem"'), encoding="utf-8")
+
+
 def setup(app):
+    app.connect("build-finished", _list_items_for_citations)
     app.connect("config-inited", _add_static)
     app.connect("doctree-read", _no_search_in_math)
     app.add_js_file("search-text.js")
