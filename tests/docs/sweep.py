@@ -196,6 +196,23 @@ def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
     return rows
 
 
+def coverage(runs: list[Run], page: str) -> str:
+    """Which seeds ran ``page`` under each capability, e.g. ``default: seeds 0-9``."""
+    seeds: dict[str, set[int]] = {}
+    for run in runs:
+        if run.page == page:
+            seeds.setdefault(run.capability, set()).add(run.seed)
+    parts = []
+    for capability, found in sorted(seeds.items(), key=lambda item: CAPABILITIES.index(item[0])):
+        ordered = sorted(found)
+        if ordered == list(range(ordered[0], ordered[-1] + 1)) and len(ordered) > 2:
+            text = f"{ordered[0]}-{ordered[-1]}"
+        else:
+            text = ", ".join(map(str, ordered))
+        parts.append(f"{capability}: seeds {text}")
+    return "; ".join(parts)
+
+
 def margins_table(
     runs: list[Run],
     *,
@@ -225,7 +242,7 @@ def margins_table(
         f"{len(runs)} runs, {sum(not r.ok for r in runs)} failed. Runs per page:",
         "",
         *(
-            f"- {page}: {count}"
+            f"- {page}: {count} ({coverage(runs, page)})"
             for page, count in sorted(Counter(run.page for run in runs).items())
         ),
         "",
