@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true", help="run the GPU suite (needs CUDA)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the harness")
     parser.add_argument("--flex", action="store_true", help="only the FlexAttention rows")
+    parser.add_argument(
+        "--generation", action="store_true", help="only the generation (KV cache) rows"
+    )
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
     parser.add_argument("--min-run-time", type=float, default=0.2, help="CPU: s per round")
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.gpu:
         return run_gpu(args)
+    if args.generation:
+        return run_generation(args)
     return run_flex(args) if args.flex else run_cpu(args)
 
 
@@ -107,13 +112,7 @@ def run_cpu(args) -> int:
         "",
         table(cp_rows, context_parallel.COLUMNS, markdown=True),
         "",
-        "## Generation with and without the KV cache",
-        "",
-        "Greedy, one sequence; the median of the rounds for one whole generation. "
-        "`cache bytes`: what the preallocated KVCache holds (float32).",
-        "",
-        table(generation_rows, cpu.GENERATION_COLUMNS, markdown=True),
-        "",
+        *generation_section(generation_rows),
         *flex_section(flex_rows, args),
         "## Goals",
         "",
@@ -196,6 +195,64 @@ def run_flex(args) -> int:
     if not args.quick or args.out:
         fields = cpu.FIELDS + flex_suite.FIELDS
         writer = CsvWriter(results_path("flex", args.out), fields, prov)
+        for row in rows:
+            writer.write(row)
+        csv_path = writer.close()
+        md_path = csv_path.with_suffix(".md")
+        md_path.write_text("\n".join(text) + "\n")
+        print(f"\nwrote {csv_path} and {md_path}")
+    return 0
+
+
+def generation_section(rows: list[dict]) -> list[str]:
+    """The Markdown section of the generation rows."""
+    return [
+        "## Generation with and without the KV cache",
+        "",
+        "Greedy, one sequence; the median of the rounds for one whole generation, the two "
+        "candidates timed in turn in every round. `cache bytes`: what the preallocated KVCache "
+        "holds (float32).",
+        "",
+        table(rows, cpu.GENERATION_COLUMNS, markdown=True),
+        "",
+    ]
+
+
+def run_generation(args) -> int:
+    """Only the generation rows and their goal: ``python -m benchmarks --generation``."""
+    prov = provenance(torch.device("cpu"))
+    print(
+        f"Generation rows on {prov['device']}: {prov['threads']} threads, torch "
+        f"{prov['torch']}, {prov['date']}, load average {prov['load_1min']}"
+    )
+    case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
+    rounds = 1 if args.quick else max(3, args.rounds)
+    start = time.monotonic()
+    rows = cpu.run_generation(case, rounds=rounds)
+    elapsed = time.monotonic() - start
+    text = [
+        f"# Generation benchmark, {prov['date']}",
+        "",
+        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
+        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
+        f"Medians of {rounds} rounds; {elapsed:.0f} s in all; 1-minute load average "
+        f"{prov['load_1min']} when the run started.",
+        "",
+        *generation_section(rows),
+        "## Goals",
+        "",
+        *(
+            ["(not judged: the goals are about the full sizes, not --quick's)"]
+            if args.quick
+            else [
+                f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
+                for goal, ok, numbers in cpu.generation_goals(rows)
+            ]
+        ),
+    ]
+    print("\n".join(text[2:]))
+    if not args.quick or args.out:
+        writer = CsvWriter(results_path("generation", args.out), cpu.FIELDS, prov)
         for row in rows:
             writer.write(row)
         csv_path = writer.close()

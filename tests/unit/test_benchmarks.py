@@ -41,6 +41,27 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
         assert all(float(row["ratio_to_sdpa"]) == 1.0 for row in flex_rows if "mask" in row["impl"])
 
 
+def test_generation_alone_writes_its_rows_and_table(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--generation", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (table,) = tmp_path.glob("generation-*.csv")
+    rows = list(csv.DictReader(table.open()))
+    assert {row["suite"] for row in rows} == {"generation"}
+    assert {row["impl"] for row in rows} == {
+        f"H_kv={h} {kind}" for h in (8, 2, 1) for kind in ("cache", "no cache")
+    }
+    for column in PROVENANCE:
+        assert all(row[column] for row in rows), f"{table.name}: empty {column!r} in some row"
+    text = table.with_suffix(".md").read_text()
+    assert "## Generation with and without the KV cache" in text and "not judged" in text
+
+
 def test_round_ratios_pair_the_rounds():
     from benchmarks.timing import Timing, round_ratios
 
