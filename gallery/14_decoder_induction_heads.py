@@ -233,7 +233,7 @@ print(
     f"second half generated correctly: with the mask {honest_acc:.1%}, "
     f"without {cheat_acc:.1%} (chance {1 / V:.1%})"
 )
-claim("generation accuracy with the mask", honest_acc, above=0.9)
+claim("generation accuracy with the mask", honest_acc, above=0.8)
 claim("generation accuracy without the mask", cheat_acc, below=0.95)
 
 # %%

@@ -239,7 +239,7 @@ for kv_heads in (4, 2, 1):
         f"{results[kv_heads]['cache_bytes']} "
         f"bytes per sequence, {history[-1]['seconds']:.1f} s"
     )
-    claim(f"second-half loss with H_kv = {kv_heads}", second_half, below=0.1)
+    claim(f"second-half loss with H_kv = {kv_heads}", second_half, below=0.3)
 
 # %%
 # All three learn to copy (the losses printed above). The cache and the key/value
