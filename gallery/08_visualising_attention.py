@@ -490,10 +490,10 @@ claim(
 # %%
 # The head puts a large share of each row on one position; the average spreads each
 # row over the columns that different heads chose, so it looks as if every word shared
-# its attention among several words. That is no accident of this sentence. The largest entry of an
-# average is at most the average of the largest entries, so the averaged map is always
-# at most as decisive as the heads are on average; the gap is large when the heads look
-# at different places. Over the held-out set:
+# its attention among several words. That is no accident of this sentence. The largest
+# entry of an average is at most the average of the largest entries, so the averaged map
+# is always at most as decisive as the heads are on average; the gap is large when the
+# heads look at different places. Over the held-out set:
 
 with torch.no_grad():
     layer2 = held_out_weights[1]  # (N, H, L, L)
