@@ -14,6 +14,7 @@ elements that break it (a CSS selector and the start of their HTML).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from html.parser import HTMLParser
 from pathlib import Path
@@ -295,6 +296,14 @@ def test_scrolling_code_is_reached_and_scrolled_with_the_keyboard(
         )
         for _ in range(5):
             page.keyboard.press("ArrowRight")
+        # Chromium scrolls smoothly: the region moves over the next frames, not at once.
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(
+                f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
+                timeout=2_000,
+            )
         after = page.evaluate(_FOCUSED_SCROLLER_JS)
         assert after and after["scrollLeft"] > scroller["scrollLeft"], (
             f"{rel}: the arrow keys did not scroll the focused code block ({scroller} -> {after})"
