@@ -100,7 +100,8 @@ for ax, (matrix, title, cmap) in zip(axes.flat, panels, strict=True):
     m = matrix.cpu()
     limit = m.abs().max().item()
     vmin = 0.0 if cmap == "Oranges" else -limit
-    ax.imshow(m, cmap=cmap, vmin=vmin, vmax=limit)
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=limit)
+    fig.colorbar(image, ax=ax, shrink=0.8)  # each panel on its own scale
     ax.set_title(title)
     ax.set_xticks(range(m.shape[1]))
     ax.set_yticks(range(m.shape[0]))
@@ -178,9 +179,11 @@ claim("Var(q.k / sqrt(D)), highest", variance_scaled.max(), below=1.15)
 # %%
 
 fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-ax.loglog(sizes, variance, "o-", label="q · k (not scaled)")
+# the unscaled variances as points only: a line through them would hide the dashed
+# line D that they follow
+ax.loglog(sizes, variance, "o", label="q · k (not scaled)")
 ax.loglog(sizes, variance_scaled, "s-", label="q · k / √D (scaled)")
-ax.loglog(sizes, sizes, "k--", lw=1, label="D")
+ax.loglog(sizes, sizes, "k--", lw=1.2, label="D")
 ax.set_xlabel("D, the size of queries and keys")
 ax.set_ylabel("variance of the score")
 ax.set_title("Without the scale, the spread of the scores grows with D")

@@ -401,40 +401,32 @@ print(
 # panel.
 assert torch.allclose(w_eight[..., 0], w_eight[..., 4]) and len(set(favourite)) > 1
 
-fig, axes = plt.subplot_mosaic(
-    [["one", "h0", "h1", "h2", "h3"], ["one", "h4", "h5", "h6", "h7"]],
-    figsize=(8, 4.6),
-    width_ratios=[2.2, 1, 1, 1, 1],
-    layout="constrained",
-)
+# a grid of nine equal panels, every one with its tokens: the one head first, then the
+# eight
+fig, axes = plt.subplots(3, 3, figsize=(8, 9.4), layout="constrained")
 vmax = max(w_one.max().item(), w_eight.max().item())
-panels = [("one", w_one[0, 0], "one head (D = 512)")]
-panels += [(f"h{h}", w_eight[0, h], f"head {h} of 8") for h in range(8)]
-for name, panel, title in panels:
-    ax = axes[name]
+panels = [(w_one[0, 0], "one head (D = 512)")]
+panels += [(w_eight[0, h], f"head {h} of 8 (D = 64)") for h in range(8)]
+for ax, (panel, title) in zip(axes.flat, panels, strict=True):
     image = ax.imshow(panel.cpu().numpy(), vmin=0, vmax=vmax, cmap="viridis")
-    ax.set_title(title, fontsize=10 if name != "one" else 11)
-    big = name == "one"
-    ax.set_xticks(range(L), sentence if big else [], rotation=90)
-    ax.set_yticks(
-        range(L),
-        sentence if big else [],  # the heads share the big panel's tokens
-        fontsize=10,
-    )
-    if big:
-        ax.set_xlabel("key")
-        ax.set_ylabel("query")
-fig.colorbar(image, ax=list(axes.values()), shrink=0.8, label="attention weight")
+    ax.set_title(title, fontsize=10)
+    ax.set_xticks(range(L), sentence, rotation=90, fontsize=9)
+    ax.set_yticks(range(L), sentence, fontsize=9)
+for ax in axes[-1]:
+    ax.set_xlabel("key")
+for ax in axes[:, 0]:
+    ax.set_ylabel("query")
+fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
 fig.suptitle(
-    "Same parameters (untrained): one head with D = 512 versus eight heads with D = 64"
+    "Same parameters (untrained): one head with D = 512\nversus eight heads with D = 64"
 )
 plt.show()
 
 # %%
-# On the left, one distribution per query. On the right, eight per query, and the heads
-# favour different keys (the words printed above). The columns of the two "the" tokens
-# are identical in every panel: equal tokens give equal keys, since nothing tells the
-# model about positions yet.
+# Top left, the one head: one distribution per query. In the other eight panels, eight
+# per query, and the heads favour different keys (the words printed above). The columns
+# of the two "the" tokens are identical in every panel: equal tokens give equal keys,
+# since nothing tells the model about positions yet.
 #
 # The number of heads must divide the embedding
 # ---------------------------------------------

@@ -265,28 +265,38 @@ bias = alibi_bias(H_alibi, L_alibi).masked_fill(~causal_mask(L_alibi), float("na
 fig, axes = plt.subplots(
     2,
     4,
-    figsize=(8, 4.8),
+    figsize=(8, 4.4),
     layout="constrained",
     sharex=True,
     sharey=True,
 )
 for h, ax in enumerate(axes.flat):
-    image = ax.imshow(bias[h], cmap="cividis", vmin=-4, vmax=0)
+    # each head on its own scale, from its largest penalty to 0: the slopes differ 128
+    # times, and on one scale the gentle heads would all look flat
+    image = ax.imshow(bias[h], cmap="cividis", vmin=bias[h].nan_to_num().min(), vmax=0)
+    colorbar = fig.colorbar(image, ax=ax, shrink=0.6)
+    colorbar.ax.tick_params(labelsize=9)
     slope = alibi_slopes(H_alibi)[h].item()
     ax.set_title(f"head {h + 1}: m = 1/{1 / slope:g}", fontsize=10)
+    ax.set_xticks(range(0, L_alibi, 5))
+    ax.set_yticks(range(0, L_alibi, 5))
 for ax in axes[-1]:
     ax.set_xlabel("key position")
 for ax in axes[:, 0]:
     ax.set_ylabel("query position")
-fig.colorbar(image, ax=axes, label="bias added to the score", shrink=0.8)
-_ = fig.suptitle(f"ALiBi bias of {H_alibi} heads (future keys masked, blank)")
+_ = fig.suptitle(
+    f"ALiBi bias added to the score, {H_alibi} heads, each on its own colour scale\n"
+    "(future keys masked, blank)"
+)
 
 # %%
-# Head 1, with the largest slope printed above, penalises a key 8 positions back by 8
-# times that slope, enough to all but ignore it; head 8, with the smallest, barely
-# distinguishes any of these positions. ALiBi has no table at all, so it takes sequences
-# of any length, and the penalty for a key :math:`d` back is the same wherever the query
-# stands.
+# Every head draws the same picture, a penalty that grows in steps of its slope with the
+# distance; the colour bars say how large it gets. Head 1, with the largest slope
+# printed above, penalises a key 8 positions back by 8 times that slope, enough to all
+# but ignore it; head 8, with the smallest, barely distinguishes any of these
+# positions: its whole scale spans a small fraction of a unit. ALiBi has no table at
+# all, so it takes sequences of any length, and the penalty for a key :math:`d` back is
+# the same wherever the query stands.
 
 # %%
 # A length experiment

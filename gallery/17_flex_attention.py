@@ -123,16 +123,23 @@ for name, (mask_mod, mask) in masks.items():
 # Here are the four, drawn (dark = may attend):
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.4), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.8), layout="constrained")
 for ax, (name, (_, mask)) in zip(axes.flat, masks.items(), strict=True):
-    ax.imshow(mask.cpu(), cmap="Greys", vmin=0, vmax=1.25)
+    image = ax.imshow(mask.cpu(), cmap="Greys", vmin=0, vmax=1.25)
     ax.set_title(name, fontsize=10)
     ax.set_xlabel("key index")
     ax.set_xticks(range(0, L, 5))
     ax.set_yticks(range(0, L, 5))
 for ax in axes[:, 0]:
     ax.set_ylabel("query index")
+# the legend's two swatches in the colours the masks are drawn in
+legend = [
+    Patch(facecolor=image.cmap(image.norm(v)), edgecolor="black", label=label)
+    for v, label in ((1.0, "True: may attend"), (0.0, "False: blocked"))
+]
+fig.legend(handles=legend, loc="outside lower center", ncols=2)
 _ = fig.suptitle(f"Four masks as functions of (query, key), L = {L}")
 
 # %%

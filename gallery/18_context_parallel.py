@@ -91,6 +91,8 @@ for ax, zigzag in zip(axes, (False, True), strict=True):
     grid[future] = float("nan")  # no work: left blank
     image = ax.imshow(grid, cmap=ListedColormap(colours), vmin=-0.5, vmax=P - 0.5)
     ax.set_title("zigzag" if zigzag else "contiguous")
+    ax.set_xticks(range(0, L, 2))  # whole positions only
+    ax.set_yticks(range(0, L, 2))
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
 colourbar = fig.colorbar(image, ax=axes, ticks=range(P))
@@ -308,12 +310,18 @@ if measured:
     print("strategy      P = 1   P = 2   P = 4")
     for strategy, by_p in peaks.items():
         print(f"{strategy:<11}  " + "  ".join(f"{by_p[p]:6.1f}" for p in (1, 2, 4)))
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     for (strategy, by_p), marker in zip(peaks.items(), "osd", strict=True):
         ax.plot([1, 2, 4], [by_p[p] for p in (1, 2, 4)], marker=marker, label=strategy)
     ax.set_xscale("log", base=2)
     ax.set_xticks([1, 2, 4], ["1", "2", "4"])
     ax.set_yscale("log")
+    # ticks at 1, 2, 5, 10, 20, 50... written as plain numbers, not as 2 x 10^1
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("processes P sharing the sequence")
     ax.set_ylabel("extra peak memory per rank (MiB)")
     ax.set_title(f"Peak memory of one forward pass per rank (L = {LARGE[2]}, float32)")

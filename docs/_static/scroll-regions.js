@@ -7,8 +7,9 @@
    scroll it, with role="group" and a name saying what it holds. It runs when the page has
    loaded, again when the window changes size (a region may start or stop scrolling) and once
    the formulas are typeset. Regions it marked that no longer scroll lose the marks again, so a
-   wide screen has no extra Tab stops. In a marked region the left and right arrow keys scroll
-   it rather than turn the page. The outline of a focused region is in custom.css. */
+   wide screen has no extra Tab stops. In a marked region, and in any focused element that
+   scrolls sideways (a figure's link on a phone), the left and right arrow keys scroll it
+   rather than turn the page. The outline of a focused region is in custom.css. */
 (function () {
   "use strict";
 
@@ -75,11 +76,14 @@
   }
 
   // Sphinx's keyboard navigation (navigation_with_keys) turns the page on ArrowLeft and
-  // ArrowRight; inside a scrolling region those keys scroll it instead.
+  // ArrowRight; inside a scrolling region those keys scroll it instead. A focused element
+  // that scrolls sideways itself (a figure's link on a phone, figure-links.js) is one too.
   function keepArrows(event) {
     if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
     const focused = document.activeElement;
-    if (focused && focused.closest && focused.closest(`[${MARK}]`)) event.stopPropagation();
+    if (!focused || !focused.closest) return;
+    const how = focused === document.body ? null : scrolls(focused);
+    if (focused.closest(`[${MARK}]`) || (how && how.x)) event.stopPropagation();
   }
 
   function start() {

@@ -14,6 +14,7 @@ elements that break it (a CSS selector and the start of their HTML).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from html.parser import HTMLParser
 from pathlib import Path
@@ -67,14 +68,17 @@ _GROUND_LUMINANCE_JS = """
 """
 
 # The focused element, if it scrolls sideways: its name, outline and how far it is scrolled.
+# A region's name is its aria-label; a figure's link (which scrolls on a phone) is named by the
+# alt text of its image.
 _FOCUSED_SCROLLER_JS = """
 () => {
   const el = document.activeElement;
   if (!el || el === document.body || el.scrollWidth <= el.clientWidth + 1) return null;
   const style = getComputedStyle(el);
+  const img = el.matches("a") ? el.querySelector("img") : null;
   return {
     tag: el.tagName.toLowerCase(),
-    label: el.getAttribute("aria-label") || "",
+    label: el.getAttribute("aria-label") || (img && img.getAttribute("alt")) || "",
     outlineStyle: style.outlineStyle,
     outlineWidth: parseFloat(style.outlineWidth) || 0,
     scrollLeft: el.scrollLeft,
@@ -295,9 +299,65 @@ def test_scrolling_code_is_reached_and_scrolled_with_the_keyboard(
         )
         for _ in range(5):
             page.keyboard.press("ArrowRight")
+        # Chromium scrolls smoothly: the region moves over the next frames, not at once.
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(
+                f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
+                timeout=2_000,
+            )
         after = page.evaluate(_FOCUSED_SCROLLER_JS)
         assert after and after["scrollLeft"] > scroller["scrollLeft"], (
             f"{rel}: the arrow keys did not scroll the focused code block ({scroller} -> {after})"
+        )
+    finally:
+        context.close()
+
+
+def test_wide_figures_are_reached_and_scrolled_with_the_keyboard(
+    site_dir: Path, site_url: str, browser
+) -> None:
+    """On a phone a figure wider than the column scrolls inside its link: Tab reaches the
+    link, which is named by the figure's alt text and shows an outline, and the arrow keys
+    scroll the figure rather than turn the page."""
+    rel = f"{sitecheck.TUTORIALS_DIR}/04_multi_head.html"
+    if not (site_dir / rel).is_file():
+        rel = sitecheck.pages_with_figures(site_dir)[0]
+    context = browser.new_context(viewport=VIEWPORTS[390], color_scheme="light")
+    context.route(sitecheck.NOT_LOCAL_URL, _block_external)
+    try:
+        page = context.new_page()
+        _open(page, site_url + rel)
+        figure = page.locator("a.figure-full-size").first
+        scroller = None
+        for _ in range(MAX_TABS):
+            page.keyboard.press("Tab")
+            if page.evaluate("() => document.activeElement.matches('a.figure-full-size')"):
+                scroller = page.evaluate(_FOCUSED_SCROLLER_JS)
+                break
+        assert scroller and scroller["tag"] == "a", (
+            f"{rel} at 390px: Tab did not reach a figure that scrolls sideways ({scroller})"
+        )
+        alt = figure.locator("img").get_attribute("alt") or ""
+        assert alt.strip() and scroller["label"] == alt, f"{rel}: the figure's link is not named"
+        assert scroller["outlineStyle"] != "none" and scroller["outlineWidth"] >= 2, (
+            f"{rel}: the focused figure shows no outline: {scroller}"
+        )
+        before = page.url
+        for _ in range(5):
+            page.keyboard.press("ArrowRight")
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(
+                f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
+                timeout=2_000,
+            )
+        after = page.evaluate(_FOCUSED_SCROLLER_JS)
+        assert page.url == before, f"{rel}: the arrow keys turned the page to {page.url}"
+        assert after and after["scrollLeft"] > scroller["scrollLeft"], (
+            f"{rel}: the arrow keys did not scroll the focused figure ({scroller} -> {after})"
         )
     finally:
         context.close()

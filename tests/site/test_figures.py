@@ -5,6 +5,12 @@
 - At 1280 px no code block of a tutorial scrolls sideways, and no display formula of an API
   page is cut off or needs a scroll bar.
 - At 390 px (a phone) every figure links to its full-size image, so a reader can open it.
+- A figure never shows smaller than in the desktop column, where the build checked that its
+  text is at least 8 pt: at 390 px each keeps its desktop width and scrolls sideways inside
+  its link (the page itself never gets wider than the screen), with a line under it saying
+  so; at 1280 px each shows as it always did, with nothing to scroll. The figures of a cell
+  that draws several sit side by side at 42% of the column on a desktop and are stacked on
+  a phone.
 
 The figures' own text sizes and colours are checked when they are drawn, in the build
 (docs/_ext/attention_figures.py).
@@ -12,12 +18,27 @@ The figures' own text sizes and colours are checked when they are drawn, in the 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import struct
 from pathlib import Path
 
 import pytest
 import sitecheck
+
+
+def _figure_checks():
+    """docs/_ext/attention_figures.py, the build's figure checks (not an importable package)."""
+    path = sitecheck.REPO_ROOT / "docs" / "_ext" / "attention_figures.py"
+    spec = importlib.util.spec_from_file_location("attention_figures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The width (CSS px) of the desktop column, at which the build checks every figure's text, and
+#: the share of it each figure of a several-figure cell gets.
+COLUMN_PX, MULTI_SHARE = _figure_checks().COLUMN_PX, _figure_checks().MULTI_SHARE
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -142,7 +163,7 @@ _FIGURE_LINKS_JS = """
     const link = img.closest("a");
     return {src: img.getAttribute("src"), href: link ? link.href : null,
             natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
-            right: img.getBoundingClientRect().right};
+            linkRight: (link || img).getBoundingClientRect().right};
   })
 """
 
@@ -160,9 +181,185 @@ def test_figures_link_to_full_size_on_a_phone(site_dir: Path, site_url: str, bro
         for fig in figures:
             checked += 1
             name = fig["src"].rsplit("/", 1)[-1]
-            if fig["right"] > PHONE["width"] + 1:
-                problems.append(f"{rel}: {name} reaches past the screen ({fig['right']:.0f} px)")
+            if fig["linkRight"] > PHONE["width"] + 1:
+                problems.append(
+                    f"{rel}: {name}'s link reaches past the screen ({fig['linkRight']:.0f} px)"
+                )
             if not fig["href"] or Path(fig["href"]).stem.split("_2_00x")[0] != Path(name).stem:
                 problems.append(f"{rel}: {name} does not link to its full-size image")
     assert checked, "no figure found"
+    assert not problems, "\n".join(problems)
+
+
+# Every figure as the page shows it, once every image has loaded: its own width, the width it
+# is shown at, its link (the scrolling region) and the line under it, and the page's width.
+_FIGURE_SIZES_JS = """
+async () => {
+  const images = Array.from(document.querySelectorAll(
+    "img.sphx-glr-single-img, img.sphx-glr-multi-img"));
+  for (const img of images) {
+    if (img.loading === "lazy") img.loading = "eager";
+    if (!img.complete) await new Promise(done => { img.onload = img.onerror = done; });
+  }
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const figures = images.map(img => {
+    const link = img.closest("a");
+    const box = img.getBoundingClientRect();
+    const hint = link && link.nextElementSibling;
+    return {
+      src: img.getAttribute("src"),
+      multi: img.classList.contains("sphx-glr-multi-img"),
+      natural: img.naturalWidth,
+      shown: box.width,
+      box: {left: box.left, right: box.right, top: box.top + window.scrollY,
+            bottom: box.bottom + window.scrollY},
+      column: document.querySelector("article").clientWidth,
+      link: link ? {
+        width: link.clientWidth,
+        scrollWidth: link.scrollWidth,
+        overflowX: getComputedStyle(link).overflowX,
+        focusable: link.tabIndex >= 0,
+        right: link.getBoundingClientRect().right,
+      } : null,
+      hint: hint && hint.classList.contains("figure-scroll-hint")
+        ? {shown: hint.checkVisibility(), text: hint.textContent} : null,
+    };
+  });
+  return {figures, pageWidth: document.documentElement.scrollWidth,
+          viewport: window.innerWidth};
+}
+"""
+
+
+def _desktop_width(fig: dict, column: float = COLUMN_PX) -> float:
+    """The width the build checked ``fig``'s text at: at most the desktop column, or its
+    share of it for a figure of a several-figure cell."""
+    share = MULTI_SHARE if fig["multi"] else 1.0
+    return min(fig["natural"], share * column)
+
+
+def _phone_problems(rel: str, measured: dict) -> list[str]:
+    problems = []
+    if measured["pageWidth"] > measured["viewport"]:
+        problems.append(
+            f"{rel}: the page is {measured['pageWidth']} px wide on a "
+            f"{measured['viewport']} px screen"
+        )
+    for fig in measured["figures"]:
+        name, link = fig["src"].rsplit("/", 1)[-1], fig["link"]
+        least = _desktop_width(fig)
+        if fig["shown"] < least - 0.5:
+            problems.append(
+                f"{rel}: {name} shows {fig['shown']:.0f} px wide, under its desktop width "
+                f"{least:.0f} px (its text would show under 8 pt)"
+            )
+        if link is None:
+            problems.append(f"{rel}: {name} has no link around it")
+            continue
+        overflows = link["scrollWidth"] > link["width"] + 1
+        if overflows and link["overflowX"] not in ("auto", "scroll"):
+            problems.append(f"{rel}: {name} is wider than its link, which does not scroll")
+        if overflows and not link["focusable"]:
+            problems.append(f"{rel}: {name} scrolls in a link the keyboard cannot reach")
+        if link["right"] > measured["viewport"] + 1:
+            problems.append(f"{rel}: {name}'s link reaches past the screen")
+        if fig["hint"] is None or fig["hint"]["shown"] != overflows:
+            problems.append(
+                f"{rel}: {name} {'overflows' if overflows else 'fits'} but the line that says "
+                f"it scrolls is {fig['hint'] and ('shown' if fig['hint']['shown'] else 'hidden')}"
+            )
+    return problems
+
+
+def _desktop_problems(rel: str, measured: dict) -> list[str]:
+    problems = []
+    for fig in measured["figures"]:
+        name, link = fig["src"].rsplit("/", 1)[-1], fig["link"]
+        expected = _desktop_width(fig, fig["column"])
+        if abs(fig["shown"] - expected) > 0.5:
+            problems.append(
+                f"{rel}: {name} shows {fig['shown']:.1f} px wide at 1280 px, not "
+                f"min({fig['natural']}, column share) = {expected:.1f} px"
+            )
+        if link and link["scrollWidth"] > link["width"] + 1:
+            problems.append(f"{rel}: {name} scrolls inside its link at 1280 px")
+        if fig["hint"] and fig["hint"]["shown"]:
+            problems.append(f"{rel}: {name} says it scrolls at 1280 px")
+    return problems
+
+
+def test_figures_keep_their_desktop_size_on_a_phone(site_dir: Path, site_url: str, browser) -> None:
+    """At 390 px every figure shows at least as wide as in the desktop column, min(its width,
+    736 px), so its text keeps the 8 pt the build checked; a wider figure scrolls sideways
+    inside its link, which the keyboard reaches, and the page stays as wide as the screen.
+    At 1280 px every figure shows as it did before: min(its width, the column), nothing
+    scrolls and no line says it does."""
+    problems, checked = [], 0
+    for rel in sitecheck.tutorial_pages(site_dir):
+        if not sitecheck.parse_page(site_dir / rel).figures:
+            continue
+        for viewport, judge in ((PHONE, _phone_problems), (DESKTOP, _desktop_problems)):
+            context, page = _open(browser, site_url, rel, viewport)
+            try:
+                measured = page.evaluate(_FIGURE_SIZES_JS)
+            finally:
+                context.close()
+            checked += len(measured["figures"])
+            problems += judge(rel, measured)
+    assert checked, "no figure found"
+    assert not problems, "\n".join(problems)
+
+
+def _as_one_cell_of_figures(html: str, count: int = 2) -> str:
+    """``html`` with its first ``count`` figures moved into one list, as sphinx-gallery writes
+    the figures of a cell that draws several (a ``ul.sphx-glr-horizontal`` of
+    ``img.sphx-glr-multi-img``, sphinx_gallery.scrapers.HLIST_SG_TEMPLATE)."""
+    tags = [t for t in _IMG.findall(html) if "sphx-glr-single-img" in t][:count]
+    assert len(tags) == count, f"the page has fewer than {count} figures"
+    for tag in tags[1:]:
+        html = html.replace(tag, "", 1)
+    items = "".join(
+        "<li>" + t.replace("sphx-glr-single-img", "sphx-glr-multi-img") + "</li>" for t in tags
+    )
+    return html.replace(tags[0], f'<ul class="sphx-glr-horizontal">{items}</ul>', 1)
+
+
+#: A page with two figures 800 px wide, wider than a phone's column.
+MULTI_PAGE = f"{sitecheck.TUTORIALS_DIR}/04_multi_head.html"
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])
+def test_figures_of_one_cell_side_by_side_or_stacked(
+    site_dir: Path, site_url: str, browser, viewport: dict
+) -> None:
+    """The figures of a cell that draws several (no page has one yet, so a page's first two
+    figures are made into one): side by side at 42% of the column on a desktop, stacked on a
+    phone and each at least as wide as on a desktop."""
+    source = (site_dir / MULTI_PAGE).read_text(encoding="utf-8")
+    context = browser.new_context(viewport=viewport, color_scheme="light")
+    context.route(sitecheck.NOT_LOCAL_URL, lambda route: route.abort("blockedbyclient"))
+    context.route(
+        site_url + MULTI_PAGE,
+        lambda route: route.fulfill(
+            content_type="text/html; charset=utf-8", body=_as_one_cell_of_figures(source)
+        ),
+    )
+    try:
+        page = context.new_page()
+        page.goto(site_url + MULTI_PAGE, wait_until="load")
+        measured = page.evaluate(_FIGURE_SIZES_JS)
+    finally:
+        context.close()
+    multi = [fig for fig in measured["figures"] if fig["multi"]]
+    assert len(multi) == 2, f"expected two figures of one cell, found {len(multi)}"
+    first, second = multi[0]["box"], multi[1]["box"]
+    if viewport is PHONE:
+        problems = _phone_problems(MULTI_PAGE, measured)
+        assert second["top"] >= first["bottom"], f"not stacked on a phone: {first}, {second}"
+    else:
+        problems = _desktop_problems(MULTI_PAGE, measured)
+        side_by_side = second["left"] >= first["right"] - 0.5 and (
+            second["top"] < first["bottom"] and first["top"] < second["bottom"]
+        )
+        assert side_by_side, f"not side by side at 1280 px: {first}, {second}"
     assert not problems, "\n".join(problems)
