@@ -296,7 +296,7 @@ from attention import plot_attention
 n = 0  # the first held-out sequence
 labels = [str(t) for t in held_out[n].tolist()]
 period = (queries[0] - last_earlier[n, T]).item()  # where its repeat starts
-fig, ax = plt.subplots(figsize=(7.5, 6.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.5, 7.2), layout="constrained")
 _ = plot_attention(weights[0][n, previous_head], x_tokens=labels, ax=ax)
 ax.set_title(f"Layer 1, head {previous_head}: the highest previous-token score")
 plt.show()
@@ -307,14 +307,16 @@ plt.show()
 # that followed the earlier occurrence of its own token.
 
 print(f"held-out sequence {n}: period d = {period}, so the stripe is {period - 1} back")
-fig, ax = plt.subplots(figsize=(7.5, 6.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.5, 7.2), layout="constrained")
 _ = plot_attention(weights[1][n, induction_head], x_tokens=labels, ax=ax)
 ax.set_title(f"Layer 2, head {induction_head}: the highest induction score")
 plt.show()
 
 # %%
-# The other heads of the two layers (their scores printed above) do other things: some
-# spread over the past, and in some runs a second head of layer 2 also copies.
+# In the first half, where no token has occurred before, the induction head has nothing
+# to copy; where it looks there varies from run to run. The other heads of the two
+# layers (their scores printed above) do other things: some spread over the past, and in
+# some runs a second head of layer 2 also copies.
 #
 # Switching each head off
 # -----------------------
