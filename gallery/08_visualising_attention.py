@@ -238,14 +238,20 @@ plt.show()
 # sphinx_gallery_start_ignore
 example_is_not = example[0] == VOCAB.index("not")  # (L,)
 row_max_1 = example_weights[0][0].amax(-1).mean(-1)  # per head  (H,)
-claim("layer 1, sharpest head's mean row maximum", row_max_1.max(), above=0.4)
+# uniform: 1 / L; 1.5 / L held for every seed and capability swept, 0.4 did not
+claim(
+    "layer 1, sharpest head's mean row maximum",
+    row_max_1.max(),
+    above=1.5 / len(sentence),
+)
 # sphinx_gallery_end_ignore
 
 # %%
 # On the same colour scale as the untrained model's figure, the even spread is gone: the
-# heads differ from each other, and in some of them most of each row goes to a few
-# words. A single sentence can mislead, though, so a later section measures these
-# patterns over the 1000 held-out sentences.
+# heads differ from each other, and the sharpest gives each word's favourite key well
+# over a uniform share of :math:`1/9`; in many runs most of each row goes to a few
+# words, in some the first layer stays fairly spread. A single sentence can mislead,
+# though, so a later section measures these patterns over the 1000 held-out sentences.
 #
 # The second layer:
 
