@@ -512,7 +512,7 @@ claim(
     post_ratios[-1] / post_ratios[0],
     below=1,
 )
-claim("post-LN ratio at 48 blocks", post_ratios[-1], below=0.7)
+claim("post-LN ratio at 48 blocks", post_ratios[-1], below=0.9)
 claim("pre-LN ratio, lowest", min(r[1] for r in ratios.values()), above=1)
 
 # %%
