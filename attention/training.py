@@ -394,7 +394,7 @@ def fit_repeat_model(
     position (every copy sits 15 keys back) and needs no previous-token head. With a varying
     repeat distance it must learn the previous-token and induction heads, which takes more
     data per step, a lower learning rate and more heads: with ``num_heads=4, min_period=8,
-    steps=600, batch_size=128, lr=3e-3`` (about 30 s on a CPU core) they formed for every
+    steps=600, batch_size=128, lr=3e-3`` (about 25 s on a CPU core) they formed for every
     seed from 0 to 9 on every CPU capability swept (``tests/docs/claims.md``); with two heads
     per layer, for some seeds only.
 
