@@ -126,16 +126,26 @@ def run_cpu(args) -> int:
         ),
     ]
     print("\n".join(text[2:]))
-    if not args.quick or args.out:
-        fields = cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS
-        writer = CsvWriter(results_path("cpu", args.out), fields, prov)
-        for row in module_rows + tiled_rows + generation_rows + cp_rows + flex_rows:
-            writer.write(row)
-        csv_path = writer.close()
-        md_path = csv_path.with_suffix(".md")
-        md_path.write_text("\n".join(text) + "\n")
-        print(f"\nwrote {csv_path} and {md_path}")
+    record(
+        args, "cpu", cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS, prov,
+        module_rows + tiled_rows + generation_rows + cp_rows + flex_rows, text,
+    )  # fmt: skip
     return 0
+
+
+def record(args, prefix: str, fields, prov: dict, rows: list[dict], text: list[str]) -> None:
+    """Write ``rows`` to ``<prefix>-<date>.csv`` and the printed ``text`` beside it as ``.md``
+    (in ``--out``, else benchmarks/results); a ``--quick`` run without ``--out`` keeps
+    nothing."""
+    if args.quick and not args.out:
+        return
+    writer = CsvWriter(results_path(prefix, args.out), fields, prov)
+    for row in rows:
+        writer.write(row)
+    csv_path = writer.close()
+    md_path = csv_path.with_suffix(".md")
+    md_path.write_text("\n".join(text) + "\n")
+    print(f"\nwrote {csv_path} and {md_path}")
 
 
 def flex_rows_of(args, *, rounds: int, min_run_time: float) -> list[dict]:
@@ -192,15 +202,7 @@ def run_flex(args) -> int:
         *flex_section(rows, args),
     ]
     print("\n".join(text[2:]))
-    if not args.quick or args.out:
-        fields = cpu.FIELDS + flex_suite.FIELDS
-        writer = CsvWriter(results_path("flex", args.out), fields, prov)
-        for row in rows:
-            writer.write(row)
-        csv_path = writer.close()
-        md_path = csv_path.with_suffix(".md")
-        md_path.write_text("\n".join(text) + "\n")
-        print(f"\nwrote {csv_path} and {md_path}")
+    record(args, "flex", cpu.FIELDS + flex_suite.FIELDS, prov, rows, text)
     return 0
 
 
@@ -251,14 +253,7 @@ def run_generation(args) -> int:
         ),
     ]
     print("\n".join(text[2:]))
-    if not args.quick or args.out:
-        writer = CsvWriter(results_path("generation", args.out), cpu.FIELDS, prov)
-        for row in rows:
-            writer.write(row)
-        csv_path = writer.close()
-        md_path = csv_path.with_suffix(".md")
-        md_path.write_text("\n".join(text) + "\n")
-        print(f"\nwrote {csv_path} and {md_path}")
+    record(args, "generation", cpu.FIELDS, prov, rows, text)
     return 0
 
 
