@@ -55,12 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_cpu(args) -> int:
-    device = torch.device("cpu")
-    prov = provenance(device)
-    print(
-        f"CPU suite on {prov['device']}: {prov['threads']} threads, torch {prov['torch']}, "
-        f"{prov['date']}, load average {prov['load_1min']}"
-    )
+    prov = cpu_provenance("CPU suite")
     shapes = cpu.QUICK_SHAPES if args.quick else cpu.SHAPES
     tiled_case = cpu.QUICK_TILED_CASE if args.quick else cpu.TILED_CASE
     rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
@@ -76,13 +71,7 @@ def run_cpu(args) -> int:
 
     matmul = [r["matmul_gflops"] for r in module_rows]
     text = [
-        f"# CPU benchmark, {prov['date']}",
-        "",
-        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
-        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
-        f"Medians of {rounds} interleaved rounds; {elapsed:.0f} s in all; 1-minute load "
-        f"average {prov['load_1min']} when the run started.",
-        "",
+        *heading("CPU", prov, f"{rounds} interleaved rounds", elapsed),
         "## Multi-head attention modules",
         "",
         f"Square fp32 matmul ({cpu.MATMUL_N}^3), timed in the same rounds as each row: "
@@ -114,16 +103,7 @@ def run_cpu(args) -> int:
         "",
         *generation_section(generation_rows),
         *flex_section(flex_rows, args),
-        "## Goals",
-        "",
-        *(
-            ["(not judged: the goals are about the full sizes, not --quick's)"]
-            if args.quick
-            else [
-                f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
-                for goal, ok, numbers in cpu.goals(module_rows, tiled_rows, generation_rows)
-            ]
-        ),
+        *goals_section(args, lambda: cpu.goals(module_rows, tiled_rows, generation_rows)),
     ]
     print("\n".join(text[2:]))
     record(
@@ -180,25 +160,50 @@ def flex_section(rows: list[dict], args) -> list[str]:
     ]
 
 
-def run_flex(args) -> int:
-    """Only the FlexAttention rows: ``python -m benchmarks --flex``."""
+def cpu_provenance(what: str) -> dict:
+    """The CPU run's provenance, printed in one line that names ``what`` runs."""
     prov = provenance(torch.device("cpu"))
     print(
-        f"FlexAttention rows on {prov['device']}: {prov['threads']} threads, torch "
-        f"{prov['torch']}, {prov['date']}, load average {prov['load_1min']}"
+        f"{what} on {prov['device']}: {prov['threads']} threads, torch {prov['torch']}, "
+        f"{prov['date']}, load average {prov['load_1min']}"
     )
+    return prov
+
+
+def heading(suite: str, prov: dict, medians_of: str, elapsed: float, note: str = "") -> list[str]:
+    """The title and provenance lines of a suite's Markdown results."""
+    spent = f"{elapsed:.0f} s in all" + (f", {note}" if note else "")
+    return [
+        f"# {suite} benchmark, {prov['date']}",
+        "",
+        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
+        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
+        f"Medians of {medians_of}; {spent}; 1-minute load average {prov['load_1min']} when "
+        "the run started.",
+        "",
+    ]
+
+
+def goals_section(args, goals) -> list[str]:
+    """The Markdown section of the goals that ``goals()`` judges, or why --quick judges none."""
+    if args.quick:
+        return ["## Goals", "", "(not judged: the goals are about the full sizes, not --quick's)"]
+    return ["## Goals", ""] + [
+        f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})" for goal, ok, numbers in goals()
+    ]
+
+
+def run_flex(args) -> int:
+    """Only the FlexAttention rows: ``python -m benchmarks --flex``."""
+    prov = cpu_provenance("FlexAttention rows")
     rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
     start = time.monotonic()
     rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     elapsed = time.monotonic() - start
     text = [
-        f"# FlexAttention benchmark, {prov['date']}",
-        "",
-        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
-        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
-        f"Medians of {rounds} interleaved rounds; {elapsed:.0f} s in all, compiles included; "
-        f"1-minute load average {prov['load_1min']} when the run started.",
-        "",
+        *heading(
+            "FlexAttention", prov, f"{rounds} interleaved rounds", elapsed, "compiles included"
+        ),
         *flex_section(rows, args),
     ]
     print("\n".join(text[2:]))
@@ -222,35 +227,16 @@ def generation_section(rows: list[dict]) -> list[str]:
 
 def run_generation(args) -> int:
     """Only the generation rows and their goal: ``python -m benchmarks --generation``."""
-    prov = provenance(torch.device("cpu"))
-    print(
-        f"Generation rows on {prov['device']}: {prov['threads']} threads, torch "
-        f"{prov['torch']}, {prov['date']}, load average {prov['load_1min']}"
-    )
+    prov = cpu_provenance("Generation rows")
     case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
     rounds = 1 if args.quick else max(3, args.rounds)
     start = time.monotonic()
     rows = cpu.run_generation(case, rounds=rounds)
     elapsed = time.monotonic() - start
     text = [
-        f"# Generation benchmark, {prov['date']}",
-        "",
-        f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
-        f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
-        f"Medians of {rounds} rounds; {elapsed:.0f} s in all; 1-minute load average "
-        f"{prov['load_1min']} when the run started.",
-        "",
+        *heading("Generation", prov, f"{rounds} rounds", elapsed),
         *generation_section(rows),
-        "## Goals",
-        "",
-        *(
-            ["(not judged: the goals are about the full sizes, not --quick's)"]
-            if args.quick
-            else [
-                f"- {'met' if ok else 'MISSED'}: {goal} ({numbers})"
-                for goal, ok, numbers in cpu.generation_goals(rows)
-            ]
-        ),
+        *goals_section(args, lambda: cpu.generation_goals(rows)),
     ]
     print("\n".join(text[2:]))
     record(args, "generation", cpu.FIELDS, prov, rows, text)

@@ -297,22 +297,29 @@ def test_scrolling_code_is_reached_and_scrolled_with_the_keyboard(
         assert scroller["outlineStyle"] != "none" and scroller["outlineWidth"] >= 2, (
             f"{rel}: the focused scrolling {scroller['tag']} shows no outline: {scroller}"
         )
-        for _ in range(5):
-            page.keyboard.press("ArrowRight")
-        # Chromium scrolls smoothly: the region moves over the next frames, not at once.
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-        with contextlib.suppress(PlaywrightTimeout):
-            page.wait_for_function(
-                f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
-                timeout=2_000,
-            )
-        after = page.evaluate(_FOCUSED_SCROLLER_JS)
+        after = _press_arrow_right(page, scroller)
         assert after and after["scrollLeft"] > scroller["scrollLeft"], (
             f"{rel}: the arrow keys did not scroll the focused code block ({scroller} -> {after})"
         )
     finally:
         context.close()
+
+
+def _press_arrow_right(page, scroller: dict) -> dict | None:
+    """Press ArrowRight five times on the focused ``scroller`` and return it as it is then.
+
+    Chromium scrolls smoothly: the region moves over the next frames, not at once, so this
+    waits (up to 2 s) for its scrollLeft to grow before reading it again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(
+            f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
+            timeout=2_000,
+        )
+    return page.evaluate(_FOCUSED_SCROLLER_JS)
 
 
 def test_wide_figures_are_reached_and_scrolled_with_the_keyboard(
@@ -345,16 +352,7 @@ def test_wide_figures_are_reached_and_scrolled_with_the_keyboard(
             f"{rel}: the focused figure shows no outline: {scroller}"
         )
         before = page.url
-        for _ in range(5):
-            page.keyboard.press("ArrowRight")
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-        with contextlib.suppress(PlaywrightTimeout):
-            page.wait_for_function(
-                f"() => document.activeElement.scrollLeft > {scroller['scrollLeft']}",
-                timeout=2_000,
-            )
-        after = page.evaluate(_FOCUSED_SCROLLER_JS)
+        after = _press_arrow_right(page, scroller)
         assert page.url == before, f"{rel}: the arrow keys turned the page to {page.url}"
         assert after and after["scrollLeft"] > scroller["scrollLeft"], (
             f"{rel}: the arrow keys did not scroll the focused figure ({scroller} -> {after})"

@@ -11,16 +11,21 @@ ROOT = Path(__file__).resolve().parents[2]
 PROVENANCE = ("device", "torch", "threads", "date")
 
 
-@pytest.mark.parametrize("flags", [["--quick"], ["--gpu", "--quick"]], ids=["cpu", "gpu-dry-run"])
-def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
+def _run_benchmarks(*args: str) -> None:
+    """``python -m benchmarks *args`` in the repository; fails the test on a non-zero exit."""
     run = subprocess.run(
-        [sys.executable, "-m", "benchmarks", *flags, "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("flags", [["--quick"], ["--gpu", "--quick"]], ids=["cpu", "gpu-dry-run"])
+def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
+    _run_benchmarks(*flags, "--out", str(tmp_path))
     (table,) = tmp_path.glob("*.csv")
     rows = list(csv.DictReader(table.open()))
     assert rows, f"{table.name} has no rows"
@@ -42,14 +47,7 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
 
 
 def test_generation_alone_writes_its_rows_and_table(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--generation", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    _run_benchmarks("--generation", "--quick", "--out", str(tmp_path))
     (table,) = tmp_path.glob("generation-*.csv")
     rows = list(csv.DictReader(table.open()))
     assert {row["suite"] for row in rows} == {"generation"}
