@@ -103,9 +103,9 @@ assert gap < 1e-5
 # four heads per layer, ``embed_dim=64``, rotary positions
 # (:class:`attention.RotaryEmbedding`: a head that attends "one token back" then works
 # the same at every position), AdamW for 600 steps of 128 sequences on one thread, so
-# the model does not depend on the machine's core count. (With two heads per layer the
-# circuit below forms for some seeds and not for others within this budget; with four,
-# a layer has more heads that can start on it.) The loop is
+# the model does not depend on the machine's core count. (Four heads give each layer
+# more heads that can start on the circuit below; with two, its documentation records,
+# the circuit formed for some seeds and not for others within this budget.) The loop is
 # :func:`attention.training.train_lm`:
 #
 # .. literalinclude:: ../../attention/training.py
@@ -425,8 +425,8 @@ claim("second-half loss without the best induction head", without_induction, abo
 # 3. **A hook or a weight.** Switching head :math:`h` off with the hook zeroes its slice
 #    of the input of ``out_proj``. Show that zeroing instead the matching *columns* of
 #    ``out_proj.weight`` (on a copy of the model) gives the same logits.
-# 4. **A shortcut instead of a circuit.** Train the model of the next page on sequences
-#    whose second half always repeats the first :math:`T` tokens back
+# 4. **A shortcut instead of a circuit.** Train a model on sequences whose second half
+#    always repeats the first :math:`T` tokens back
 #    (:func:`attention.training.fit_repeat_model` with its defaults: two heads per
 #    layer, 300 steps). It copies too. Does it have a previous-token head?
 #
