@@ -1,10 +1,12 @@
 """The attention mechanism in PyTorch, readable line by line and exact against PyTorch."""
 
 from .block import FeedForward, TransformerBlock
+from .cache import KVCache
 from .classifier import AttentionClassifier
-from .decoder import CausalSelfAttention, DecoderLM, KVCache
-from .functional import scaled_dot_product_attention, tiled_attention
+from .decoder import CausalSelfAttention
+from .functional import scaled_dot_product_attention
 from .fused import FusedMultiHeadAttention
+from .language_model import DecoderLM
 from .masks import (
     causal_mask,
     document_mask,
@@ -15,6 +17,7 @@ from .masks import (
 from .multi_head import MultiHeadAttention
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .single_head import SelfAttention
+from .tiled import tiled_attention
 from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
 
 __version__ = "0.1.0"

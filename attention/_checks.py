@@ -184,12 +184,19 @@ def check_lengths(lengths, name: str = "lengths") -> Tensor:
     return lengths
 
 
-def check_tokens(tokens, vocab_size: int, max_len: int, *, name: str = "tokens") -> None:
-    """Check a 2-D integer tensor of token ids in ``[0, vocab_size)``, at most ``max_len`` long."""
+def check_tokens(
+    tokens, vocab_size: int, max_len: int, *, name: str = "tokens", device=None
+) -> None:
+    """Check a 2-D int64 or int32 tensor (what ``nn.Embedding`` takes) of token ids in
+    ``[0, vocab_size)``, at most ``max_len`` long, on ``device`` when one is given."""
     if not isinstance(tokens, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of ids; got {type(tokens).__name__}")
-    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor; got {tokens.dtype} - use .long()")
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise TypeError(
+            f"{name} must be an int64 or int32 tensor of ids; got {tokens.dtype} - use .long()"
+        )
+    if device is not None and tokens.device != device:
+        raise ValueError(f"{name} must be on the model's device ({device}); got {tokens.device}")
     if tokens.dim() != 2:
         raise ValueError(f"{name} must be 2-D (N, L); got shape {tuple(tokens.shape)}")
     if tokens.shape[1] > max_len:
@@ -199,3 +206,150 @@ def check_tokens(tokens, vocab_size: int, max_len: int, *, name: str = "tokens")
             f"{name} ids must lie in [0, vocab_size={vocab_size}); "
             f"got min {int(tokens.min())}, max {int(tokens.max())}"
         )
+
+
+def check_floating_dtype(dtype, name: str = "dtype") -> None:
+    """Check that ``dtype`` is a floating-point ``torch.dtype`` (not a string, not an integer)."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype such as torch.float32; got {dtype!r}")
+    if not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point dtype; got {dtype}")
+
+
+def check_factory(device, dtype) -> None:
+    """Check a module's ``device`` and ``dtype`` keywords: ``None`` or a valid value."""
+    if dtype is not None:
+        check_floating_dtype(dtype)
+    if device is not None:
+        if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+            raise TypeError(f"device must be a torch.device or a str; got {device!r}")
+        try:
+            torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"device must name a device such as 'cpu'; got {device!r}") from None
+
+
+def check_device_dtype(x: Tensor, name: str, device, dtype, owner: str) -> None:
+    """Check that ``x`` lives on ``device`` with ``dtype``, those of ``owner`` (a module, a
+    cache): a clear error instead of a silent cast or a device error from inside torch."""
+    if x.device != device:
+        raise ValueError(f"{name} must be on {owner}'s device ({device}); got {x.device}")
+    if x.dtype != dtype and not _autocast(x.device):
+        raise TypeError(
+            f"{name} must have {owner}'s dtype ({dtype}); got {x.dtype} - use {name}.to({dtype})"
+        )
+
+
+def check_choice(value, name: str, choices) -> None:
+    """Check that ``value`` is one of the strings ``choices`` (a name, such as a strategy's)."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name} must be a str, one of {sorted(choices)}; got {type(value).__name__}"
+        )
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}; got {value!r}")
+
+
+INT64_LIMIT = 2**63  # torch indexes and counts with int64: a size or position must stay below
+
+
+def check_index(value, name: str, *, minimum: int = 0) -> None:
+    """Check an int (not a bool) of at least ``minimum`` that fits in int64 (a size, a position
+    or a count that torch will compare with int64 index tensors)."""
+    check_int(value, name, minimum=minimum)
+    if value >= INT64_LIMIT:
+        raise ValueError(f"{name} must fit in int64 (below 2**63); got {value}")
+
+
+def check_float(value, name: str, *, positive: bool = False, greater_than=None) -> None:
+    """Check a finite real number (an int or a float, not a bool, NaN or inf), positive or
+    greater than ``greater_than`` when asked."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float; got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be positive; got {value!r}")
+    if greater_than is not None and not value > greater_than:
+        raise ValueError(f"{name} must be greater than {greater_than}; got {value!r}")
+
+
+def check_has_values(x: Tensor, name: str) -> None:
+    """Check that ``x`` holds values to read (a tensor on the meta device has only a shape)."""
+    if x.device.type == "meta":
+        raise ValueError(
+            f"{name} must hold values; got a tensor on the meta device, which has only a shape"
+        )
+
+
+def check_int_tensor(values, name: str, *, lists=True, ndims=None, meta=False) -> Tensor:
+    """Check integer values that a mask is built from (lengths, document ids): a tensor, or a
+    list of ints (not bools, which torch would read as 0 and 1) when ``lists``, in int64 or
+    int32 (what torch counts and indexes with), holding values (on meta only if ``meta``),
+    with one of ``ndims`` dimensions ((L) or (N, L)) when given. Return them as a tensor."""
+    kind = "a 1-D integer tensor or list of ints" if lists else "an integer torch.Tensor"
+    if not isinstance(values, (Tensor, list, tuple) if lists else Tensor):
+        raise TypeError(f"{name} must be {kind}; got {type(values).__name__}")
+    if isinstance(values, (list, tuple)):
+        if any(isinstance(v, bool) for v in values):
+            raise TypeError(f"{name} must hold ints, not bools; got {values!r}")
+        if not values:
+            values = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
+        try:
+            values = torch.as_tensor(values)
+        except (TypeError, ValueError, RuntimeError) as error:
+            if "Overflow" in str(error):
+                raise ValueError(f"{name} must fit in int64; got {values!r}") from None
+            raise TypeError(f"{name} must be {kind}; got {values!r}") from None
+    if not meta:
+        check_has_values(values, name)
+    if values.is_floating_point() or values.is_complex() or values.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers; got {values.dtype}")
+    if values.dtype not in (torch.int64, torch.int32):
+        raise TypeError(
+            f"{name} must be an int64 or int32 tensor; got {values.dtype} - use {name}.long()"
+        )
+    if ndims is not None and values.dim() not in ndims:
+        shapes = " or ".join({1: "(L)", 2: "(N, L)"}.get(n, f"{n}-D") for n in ndims)
+        raise ValueError(f"{name} must be {shapes}; got shape {tuple(values.shape)}")
+    return values
+
+
+def check_on_device(x: Tensor, name: str, device: torch.device, owner: str) -> None:
+    """Check that ``x`` lives on ``device``, that of ``owner`` (whose tensors it meets)."""
+    if x.device != device:
+        raise ValueError(
+            f"{name} must be on {owner}'s device ({device}); got {x.device} - "
+            f"use {name}.to({str(device)!r})"
+        )
+
+
+def check_required_mask(mask) -> None:
+    """Check a mask that a converter needs: ``None`` is refused, unlike in the attention
+    functions, and anything else must be a bool tensor (True = may attend)."""
+    if mask is None:
+        raise TypeError("mask must be a bool torch.Tensor (True = may attend); got None")
+    check_mask(mask, mask.shape)
+
+
+def check_padding_lengths(lengths, S: int) -> Tensor:
+    """Check the lengths of sequences padded to ``S``: a 1-D integer tensor (any integer dtype,
+    with values) or a list of ints (not bools), each in ``[0, S]``; return them as a tensor."""
+    kind = "lengths must be a 1-D integer tensor or a list of ints"
+    if isinstance(lengths, (list, tuple)):
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+            raise TypeError(f"{kind}; got {lengths!r}")
+        if any(abs(n) >= INT64_LIMIT for n in lengths):
+            raise ValueError(f"lengths must lie in [0, S={S}]; got {list(lengths)}")
+        lengths = torch.tensor(lengths, dtype=torch.long)
+    if not isinstance(lengths, Tensor):
+        raise TypeError(f"{kind}; got {type(lengths).__name__}")
+    check_has_values(lengths, "lengths")
+    integer = not (lengths.is_floating_point() or lengths.is_complex())
+    if not integer or lengths.dtype == torch.bool or lengths.dim() != 1:
+        raise TypeError(f"{kind}; got {lengths.dtype} with shape {tuple(lengths.shape)}")
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+        raise ValueError(f"lengths must lie in [0, S={S}]; got {lengths.tolist()}")
+    return lengths

@@ -1,4 +1,19 @@
-"""Attention as functions: the readable reference path and the memory-efficient tiled path."""
+r"""The kernel: every path of the package that computes softmax attention calls these functions.
+
+- :func:`scaled_dot_product_attention`, the readable reference that returns the weights. Its
+  keys and values may have fewer heads than its queries (``enable_gqa=True``), and it takes an
+  additive ``bias`` (ALiBi) beside the mask.
+- :func:`attention_block`, the step of every blockwise path: the attention of some queries over
+  one block of keys, as the block's output and the log-sum-exp of its scores;
+  :func:`merge_blocks` combines two blocks, :func:`attention_block_backward` gives one block's
+  share of the gradients. :func:`attention.tiled_attention` (:mod:`attention.tiled`) and ring,
+  all-gather and Ulysses attention (:mod:`attention.distributed`) are loops over these three.
+
+One convention on every path. The queries are scaled *before* the product: :math:`q k^\top` can
+overflow float16 before a later scale brings it back into range. Masked scores are filled with
+the dtype's most negative finite number, never :math:`-\infty`, and a query with no key to
+attend to gets output 0, weights 0 and gradients 0, never NaN.
+"""
 
 import math
 
@@ -9,20 +24,24 @@ from torch import Tensor
 from ._checks import (
     check_bool,
     check_dropout,
-    check_int,
     check_mask,
     check_positive,
     check_same_kind,
     check_tensor,
 )
 
-__all__ = ["scaled_dot_product_attention", "tiled_attention", "online_softmax_merge"]
+__all__ = [
+    "scaled_dot_product_attention",
+    "attention_block",
+    "merge_blocks",
+    "attention_block_backward",
+]
 
 
-def _check_qkv(query, key, value, scale) -> tuple[torch.Size, float]:
+def _check_qkv(query, key, value, scale, enable_gqa=False) -> tuple[torch.Size, float]:
     """Check (*, L, D) query, (*, S, D) key, (*, S, Dv) value; return batch shape and scale."""
     for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(x, name, min_ndim=2)
+        check_tensor(x, name, min_ndim=3 if enable_gqa else 2)
     for name, x in (("key", key), ("value", value)):
         check_same_kind(x, name, query, "query")
     if key.shape[-1] != query.shape[-1]:
@@ -35,17 +54,50 @@ def _check_qkv(query, key, value, scale) -> tuple[torch.Size, float]:
             f"key and value must have the same length S; got key {tuple(key.shape)} "
             f"and value {tuple(value.shape)}"
         )
+    shapes = [query.shape[:-2], key.shape[:-2], value.shape[:-2]]
+    if enable_gqa:
+        H, H_kv = query.shape[-3], key.shape[-3]
+        if value.shape[-3] != H_kv or H_kv == 0 or H % H_kv != 0:
+            raise ValueError(
+                "with enable_gqa=True, key and value must have the same number of heads "
+                f"(dim -3), dividing query's; got query {tuple(query.shape)}, key "
+                f"{tuple(key.shape)} and value {tuple(value.shape)}"
+            )
+        shapes = [shape[:-1] for shape in shapes]
     try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        batch = torch.broadcast_shapes(*shapes)
     except RuntimeError:
         raise ValueError(
             f"the batch dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
             f"value {tuple(value.shape)} do not broadcast"
         ) from None
+    if enable_gqa:
+        batch = torch.Size((*batch, query.shape[-3]))
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
     check_positive(scale, "scale")
     return batch, float(scale)
+
+
+def _scores(query: Tensor, key: Tensor, scale: float, allowed=None, bias=None) -> Tensor:
+    """The scores of the queries against the keys: scaled, biased, masked. Formed only here."""
+    scores = (query * scale) @ key.transpose(-2, -1)  # (*, L, D) @ (*, D, S) -> (*, L, S)
+    if bias is not None:
+        scores = scores + bias  # (*, L, S)
+    if allowed is not None:
+        # The most negative finite number, not -inf: a row with no allowed key then gives a
+        # finite maximum and no NaN; the weights of masked keys are set to 0 afterwards.
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)  # (*, L, S)
+    return scores
+
+
+def _heads_in_groups(x: Tensor | None, groups: int) -> Tensor | None:
+    """A mask or bias that broadcasts to (*, H, L, S), viewed to broadcast to (*, H_kv, G, L, S)."""
+    if x is None or x.dim() < 3:
+        return x  # (L, S) broadcasts as it is
+    if x.shape[-3] == 1:
+        return x.unsqueeze(-3)  # (*, 1, 1, L, S)
+    return x.unflatten(-3, (-1, groups))  # (*, H, L, S) -> (*, H_kv, G, L, S)
 
 
 def scaled_dot_product_attention(
@@ -54,16 +106,23 @@ def scaled_dot_product_attention(
     value: Tensor,
     mask: Tensor | None = None,
     *,
+    bias: Tensor | None = None,
     dropout_p: float = 0.0,
     scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> tuple[Tensor, Tensor]:
     r"""Scaled dot-product attention, step by step, returning the attention weights.
 
     .. math::
-        \text{Attention}(Q, K, V) = \text{softmax}\left(\frac{Q K^\top}{\sqrt{D}}\right) V
+        \text{Attention}(Q, K, V) = \text{softmax}\left(\frac{Q K^\top}{\sqrt{D}}
+        + \text{bias}\right) V
 
     Masked scores never reach the softmax. A query row with no key to attend to gets weights 0
-    and output 0 (never NaN), with finite gradients.
+    and output 0 (never NaN), with finite gradients. With ``enable_gqa=True`` the keys and
+    values may have fewer heads (dimension -3) than the queries: key/value head :math:`j`
+    serves query heads :math:`jG, \dots, (j+1)G - 1`, :math:`G = H / H_{kv}`, as in
+    :func:`torch.nn.functional.scaled_dot_product_attention`; the keys are never copied, the
+    queries are viewed as :math:`(*, H_{kv}, G, L, D)` and the keys broadcast over the groups.
 
     Args:
         query (Tensor): queries.
@@ -71,16 +130,20 @@ def scaled_dot_product_attention(
         value (Tensor): values.
         mask (Tensor, optional): bool, ``True`` = may attend; broadcasts to :math:`(*, L, S)`.
             Default: ``None``.
+        bias (Tensor, optional): added to the scaled scores (ALiBi); broadcasts to
+            :math:`(*, L, S)`. Default: ``None``.
         dropout_p (float): probability of zeroing a weight (applied whenever it is positive,
             like :func:`torch.nn.functional.scaled_dot_product_attention`; modules pass 0 in
             eval mode). Default: ``0.0``.
         scale (float, optional): multiplies :math:`QK^\top`. Default: ``None``
             (:math:`1/\sqrt{D}`).
+        enable_gqa (bool): share each key/value head among a group of query heads.
+            Default: ``False``.
 
     Shape:
-        - query: :math:`(*, L, D)`
-        - key: :math:`(*, S, D)`
-        - value: :math:`(*, S, D_v)`
+        - query: :math:`(*, L, D)`, or :math:`(*, H, L, D)` with ``enable_gqa``
+        - key: :math:`(*, S, D)`, or :math:`(*, H_{kv}, S, D)` with ``enable_gqa``
+        - value: :math:`(*, S, D_v)`, or :math:`(*, H_{kv}, S, D_v)` with ``enable_gqa``
         - Output: :math:`(*, L, D_v)` and weights :math:`(*, L, S)`
 
     Returns:
@@ -94,175 +157,211 @@ def scaled_dot_product_attention(
         (torch.Size([2, 4, 3]), torch.Size([2, 4, 6]))
         >>> torch.allclose(weights.sum(-1), torch.ones(2, 4))
         True
+        >>> q, k = torch.randn(1, 8, 3, 4), torch.randn(1, 2, 3, 4)  # 8 query heads, 2 key heads
+        >>> out, _ = scaled_dot_product_attention(q, k, k, causal_mask(3), enable_gqa=True)
+        >>> expected = F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
+        >>> torch.allclose(out, expected, atol=1e-6)
+        True
     """
-    batch, scale = _check_qkv(query, key, value, scale)
+    check_bool(enable_gqa, "enable_gqa")
+    batch, scale = _check_qkv(query, key, value, scale, enable_gqa)
     check_dropout(dropout_p, "dropout_p")
     L, S = query.shape[-2], key.shape[-2]
     check_mask(mask, (*batch, L, S), query.device)
+    if bias is not None:
+        check_tensor(bias, "bias", min_ndim=2)
+        check_same_kind(bias, "bias", query, "query")
+        _check_broadcasts(bias, "bias", (*batch, L, S))
 
-    # Scale the queries, not the product: q @ k^T can overflow in float16 before the scale
-    # brings it back into range (torch's math path and tiled_attention do the same).
-    scores = (query * scale) @ key.transpose(-2, -1)  # (*, L, D) @ (*, D, S) -> (*, L, S)
-    if mask is not None:
-        # The most negative finite number, not -inf: a row with no allowed key then becomes
-        # uniform instead of NaN, and the zeroing below turns it into weights 0.
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (*, L, S)
+    groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
+    if groups > 1:
+        query = query.unflatten(-3, (key.shape[-3], groups))  # (*, H_kv, G, L, D)
+        key, value = key.unsqueeze(-3), value.unsqueeze(-3)  # (*, H_kv, 1, S, D)
+        mask, bias = _heads_in_groups(mask, groups), _heads_in_groups(bias, groups)
+    scores = _scores(query, key, scale, mask, bias)  # (*, L, S)
     weights = scores.softmax(dim=-1)  # (*, L, S)
     if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # (*, L, S)
+        weights = weights.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)  # (*, L, S)
     output = weights @ value  # (*, L, S) @ (*, S, Dv) -> (*, L, Dv)
+    if groups > 1:
+        output, weights = output.flatten(-4, -3), weights.flatten(-4, -3)  # (*, H, L, ...)
     return output, weights
 
 
-def tiled_attention(
+def _check_broadcasts(x: Tensor, name: str, shape: tuple[int, ...]) -> None:
+    try:
+        broadcast = torch.broadcast_shapes(x.shape, shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(shape):
+        raise ValueError(f"{name} of shape {tuple(x.shape)} does not broadcast to {tuple(shape)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# One block of keys: the step of the tiled path and of the distributed strategies
+
+
+def attention_block(
+    query: Tensor, key: Tensor, value: Tensor, *, scale: float, allowed: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    r"""The attention of the queries over one block of keys: its output and log-sum-exp.
+
+    .. math::
+        \text{lse}_i = \log \sum_j e^{s_{ij}}, \qquad
+        \text{out}_i = \sum_j e^{s_{ij} - \text{lse}_i}\, v_j, \qquad
+        s_{ij} = \text{scale} \cdot q_i \cdot k_j
+
+    over the allowed keys :math:`j` of the block. The exponentials are taken after subtracting
+    each row's maximum, so they never overflow. A row with no allowed key gives output 0 and
+    :math:`\text{lse} = -\infty` (the log of an empty sum), which :func:`merge_blocks` treats as
+    "no keys yet".
+
+    Args:
+        query (Tensor): the queries.
+        key (Tensor): the block's keys.
+        value (Tensor): the block's values.
+        scale (float): multiplies :math:`q \cdot k`.
+        allowed (Tensor, optional): bool, ``True`` = may attend. Default: ``None`` (all).
+
+    Shape:
+        - query: :math:`(*, R, D)`; key: :math:`(*, C, D)`; value: :math:`(*, C, D_v)`
+        - allowed: broadcasts to :math:`(*, R, C)`
+        - Output: :math:`(*, R, D_v)` and :math:`(*, R, 1)`
+
+    Returns:
+        tuple[Tensor, Tensor]: the block's output and log-sum-exp.
+
+    Examples::
+
+        >>> q, k, v = torch.randn(5, 4), torch.randn(7, 4), torch.randn(7, 3)
+        >>> out, lse = attention_block(q, k, v, scale=0.5)
+        >>> torch.allclose(lse, (0.5 * q @ k.T).logsumexp(-1, keepdim=True))
+        True
+    """
+    scores = _scores(query, key, scale, allowed)  # (*, R, C)
+    # The maximum only keeps exp() in range; the result does not depend on it.
+    m = scores.detach().amax(dim=-1, keepdim=True)  # (*, R, 1)
+    p = torch.exp(scores - m)  # (*, R, C)
+    if allowed is not None:
+        p = p.masked_fill(~allowed, 0.0)  # (*, R, C)
+    l = p.sum(dim=-1, keepdim=True)  # the softmax's denominator  (*, R, 1)  # noqa: E741
+    seen = l > 0  # rows with at least one allowed key  (*, R, 1)
+    out = (p @ value) / torch.where(seen, l, 1.0)  # (*, R, C) @ (*, C, Dv) -> (*, R, Dv)
+    lse = torch.where(seen, m + torch.log(l), -math.inf)  # (*, R, 1)
+    return out, lse
+
+
+def merge_blocks(
+    out: Tensor, lse: Tensor, block_out: Tensor, block_lse: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""Combine the attention over two disjoint sets of keys into the attention over both.
+
+    Each side's output is a softmax-weighted average over its keys, and its log-sum-exp the log
+    of its softmax's denominator, so the merged denominator is the sum of the two and each side
+    keeps its share:
+
+    .. math::
+        \text{lse} = \log\left(e^{\text{lse}_a} + e^{\text{lse}_b}\right), \qquad
+        \text{out} = e^{\text{lse}_a - \text{lse}}\, \text{out}_a
+                   + e^{\text{lse}_b - \text{lse}}\, \text{out}_b
+
+    This is the online softmax :cite:p:`milakov2018,dao2022`: start from ``out = 0``,
+    ``lse = -inf`` (no keys yet) and merge one block of keys at a time, and the result is the
+    attention over every block, though no step held more than one block's scores.
+
+    Args:
+        out (Tensor): the running output.
+        lse (Tensor): the running log-sum-exp.
+        block_out (Tensor): the block's output.
+        block_lse (Tensor): the block's log-sum-exp.
+
+    Shape:
+        - out, block_out: :math:`(*, R, D_v)`; lse, block_lse: :math:`(*, R, 1)`
+        - Output: the merged ``(out, lse)``, of the same shapes
+
+    Returns:
+        tuple[Tensor, Tensor]: the merged output and log-sum-exp.
+
+    Examples::
+
+        >>> q, k, v = torch.randn(5, 4), torch.randn(7, 4), torch.randn(7, 3)
+        >>> a = attention_block(q, k[:3], v[:3], scale=0.5)
+        >>> b = attention_block(q, k[3:], v[3:], scale=0.5)
+        >>> out, lse = merge_blocks(*a, *b)
+        >>> torch.allclose(out, (0.5 * q @ k.T).softmax(-1) @ v, atol=1e-6)
+        True
+    """
+    merged = torch.logaddexp(lse, block_lse)  # (*, R, 1)
+    shift = torch.where(torch.isneginf(merged), 0.0, merged)  # rows with no key stay 0
+    out = torch.exp(lse - shift) * out + torch.exp(block_lse - shift) * block_out  # (*, R, Dv)
+    return out, merged
+
+
+def attention_block_backward(
+    grad_out: Tensor,
     query: Tensor,
     key: Tensor,
     value: Tensor,
+    lse: Tensor,
+    delta: Tensor,
     *,
-    causal: bool = False,
-    scale: float | None = None,
-    block_size: int = 512,
-) -> Tensor:
-    r"""Attention by online softmax over blocks of keys: the (L, S) matrix is never built.
-
-    The keys and values are visited ``block_size`` at a time. For each block the scores of the
-    queries against that block are computed, and a running maximum ``m``, a running softmax
-    denominator ``l`` and a running weighted sum ``acc`` are updated; when the maximum grows,
-    what was accumulated so far is rescaled by :math:`e^{m_\text{old} - m_\text{new}}`. At the
-    end ``acc / l`` equals :func:`scaled_dot_product_attention`'s output. The queries go
-    ``2**17 // block_size`` rows at a time, so that a tile of scores (128K numbers per head)
-    stays in the processor's caches; with ``causal=True`` the blocks above the diagonal are
-    skipped. Peak memory beyond the output is one tile instead of the :math:`L \times S` matrix.
-
-    Args:
-        query (Tensor): queries.
-        key (Tensor): keys.
-        value (Tensor): values.
-        causal (bool): query ``i`` attends only to keys ``j <= i + (S - L)`` (bottom-right
-            aligned, as :func:`attention.causal_mask`); each block's mask is made on the fly.
-            Default: ``False``.
-        scale (float, optional): multiplies :math:`QK^\top`. Default: ``None``
-            (:math:`1/\sqrt{D}`).
-        block_size (int): keys per block. Default: ``512``.
-
-    Shape:
-        - query: :math:`(*, L, D)`
-        - key: :math:`(*, S, D)`
-        - value: :math:`(*, S, D_v)`
-        - Output: :math:`(*, L, D_v)`
-
-    Returns:
-        Tensor: the attention output; rows with no key to attend to are 0.
-
-    Examples::
-
-        >>> q, k, v = torch.randn(3, 100, 16), torch.randn(3, 70, 16), torch.randn(3, 70, 16)
-        >>> out = tiled_attention(q, k, v, block_size=32)
-        >>> torch.allclose(out, scaled_dot_product_attention(q, k, v)[0], atol=1e-6)
-        True
-    """
-    batch, scale = _check_qkv(query, key, value, scale)
-    check_int(block_size, "block_size")
-    check_bool(causal, "causal")
-    L, S = query.shape[-2], key.shape[-2]
-    if L == 0 or S == 0:
-        # Nothing to tile. The empty product is 0 and keeps the graph, so backward gives the
-        # reference path's zero gradients.
-        return (query @ key.transpose(-2, -1)) @ value  # (*, L, S) @ (*, S, Dv) -> (*, L, Dv)
-    lowest = torch.finfo(query.dtype).min
-    out = query.new_empty((*batch, L, value.shape[-1]))  # (*, L, Dv)
-    # Query rows are independent of each other: take R of them at a time, so that each tile of
-    # scores (R rows by block_size keys, 128K numbers per head) stays in the processor's caches.
-    R = max(1, 2**17 // block_size)
-
-    for q_start in range(0, L, R):
-        q = query[..., q_start : q_start + R, :] * scale  # (*, R, D)
-        rows = q.shape[-2]
-        last = torch.arange(q_start, q_start + rows, device=q.device)[:, None] + (S - L)  # (R, 1)
-        m = q.new_full((*batch, rows, 1), -math.inf)  # running max of the scores  (*, R, 1)
-        l = q.new_zeros((*batch, rows, 1))  # running softmax denominator  (*, R, 1)  # noqa: E741
-        acc = q.new_zeros((*batch, rows, value.shape[-1]))  # running weighted sum  (*, R, Dv)
-        # Causal: keys after the last row's last allowed key are masked for every row here.
-        stop = min(S, q_start + rows + S - L) if causal else S
-
-        for start in range(0, stop, block_size):
-            k = key[..., start : start + block_size, :]  # (*, B, D)
-            v = value[..., start : start + block_size, :]  # (*, B, Dv)
-            s = q @ k.transpose(-2, -1)  # (*, R, D) @ (*, D, B) -> (*, R, B)
-            # Only a block that crosses the diagonal holds masked scores.
-            crosses = causal and start + k.shape[-2] - 1 > q_start + S - L
-            if crosses:
-                cols = torch.arange(start, start + k.shape[-2], device=q.device)  # (B,)
-                allowed = cols <= last  # (B,) vs (R, 1) -> (R, B)
-                s.masked_fill_(~allowed, lowest)  # (*, R, B)
-            # The maximum only keeps exp() in range; the result does not depend on it, so no
-            # gradient flows through it (and s can then be overwritten in place).
-            m_block = s.detach().amax(dim=-1, keepdim=True)  # (*, R, 1)
-            p = s.sub_(m_block).exp_()  # (*, R, B)
-            if crosses:
-                p = p.masked_fill(~allowed, 0.0)  # (*, R, B)
-            l_block = p.sum(dim=-1, keepdim=True)  # (*, R, 1)
-            acc_block = p @ v  # (*, R, B) @ (*, B, Dv) -> (*, R, Dv)
-            m, l, acc = online_softmax_merge(m, l, acc, m_block, l_block, acc_block)  # noqa: E741
-
-        # A row that saw no allowed key has l = 0 and acc = 0: divide by 1 there to return 0.
-        out[..., q_start : q_start + rows, :] = acc / l.masked_fill(l == 0, 1.0)  # (*, R, Dv)
-    return out  # (*, L, Dv)
-
-
-def online_softmax_merge(
-    m: Tensor,
-    l: Tensor,  # noqa: E741
-    acc: Tensor,
-    block_m: Tensor,
-    block_l: Tensor,
-    block_acc: Tensor,
+    scale: float,
+    allowed: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Merge the partial softmax sums of two disjoint sets of keys: one online-softmax step.
+    r"""One block's share of the gradients, with its weights recomputed from the log-sum-exp.
 
-    Each side holds, per query row, a maximum :math:`m` of its scores, the sum
-    :math:`l = \sum_j e^{s_j - m}` and the weighted sum :math:`acc = \sum_j e^{s_j - m} v_j`
-    over its keys. Both are rescaled to the larger maximum and added:
+    The forward pass kept only the output :math:`O` and the log-sum-exp of each row over all
+    the keys; the block's weights come back exactly as :math:`P = e^{S - \text{lse}}`. Then
 
     .. math::
-        m' = \max(m, m_b), \quad l' = e^{m - m'} l + e^{m_b - m'} l_b, \quad
-        acc' = e^{m - m'} acc + e^{m_b - m'} acc_b
+        dV = P^\top dO, \quad dP = dO\, V^\top, \quad dS = P \odot (dP - \delta), \quad
+        dQ = \text{scale} \cdot dS\, K, \quad dK = \text{scale} \cdot dS^\top Q
 
-    so that :math:`acc' / l'` is attention over both sets of keys. :func:`tiled_attention` merges
-    one block of keys at a time into its running sums; ring attention
-    (:mod:`attention.distributed`) merges the blocks that arrive from other processes. Start from
-    :math:`m = -\infty`, :math:`l = 0`, :math:`acc = 0` (nothing seen); a block's maximum must be
-    finite (mask scores with the most negative finite number, not :math:`-\infty`).
+    with :math:`\delta = \text{rowsum}(dO \odot O)`, which equals :math:`\text{rowsum}(P \odot
+    dP)` summed over *all* the blocks, so each block needs only its own keys
+    :cite:p:`dao2022`.
 
     Args:
-        m (Tensor): running maximum of the scores.
-        l (Tensor): running sum of :math:`e^{s - m}`.
-        acc (Tensor): running sum of :math:`e^{s - m} v`.
-        block_m (Tensor): the block's maximum.
-        block_l (Tensor): the block's sum of :math:`e^{s - m_b}`.
-        block_acc (Tensor): the block's sum of :math:`e^{s - m_b} v`.
+        grad_out (Tensor): the gradient of the output rows, :math:`dO`.
+        query (Tensor): the queries.
+        key (Tensor): the block's keys.
+        value (Tensor): the block's values.
+        lse (Tensor): the rows' log-sum-exp over every key (``-inf`` where they see none).
+        delta (Tensor): :math:`\text{rowsum}(dO \odot O)`.
+        scale (float): the forward's scale.
+        allowed (Tensor, optional): the forward's mask of the block. Default: ``None``.
 
     Shape:
-        - m, l, block_m, block_l: :math:`(*, L, 1)`
-        - acc, block_acc: :math:`(*, L, D_v)`
-        - Output: the merged ``(m, l, acc)``, of the same shapes.
+        - grad_out: :math:`(*, R, D_v)`; query: :math:`(*, R, D)`; key: :math:`(*, C, D)`;
+          value: :math:`(*, C, D_v)`; lse, delta: :math:`(*, R, 1)`
+        - Output: :math:`(*, R, D)`, :math:`(*, C, D)` and :math:`(*, C, D_v)`
 
     Returns:
-        tuple[Tensor, Tensor, Tensor]: the merged maximum, sum and weighted sum.
+        tuple[Tensor, Tensor, Tensor]: the block's shares of :math:`dQ`, :math:`dK`, :math:`dV`.
 
     Examples::
 
-        >>> s, v = torch.randn(1, 6), torch.randn(6, 2)
-        >>> def partial(s, v):
-        ...     m = s.amax(-1, keepdim=True)
-        ...     return m, (s - m).exp().sum(-1, keepdim=True), (s - m).exp() @ v
-        >>> m, l, acc = online_softmax_merge(*partial(s[:, :4], v[:4]), *partial(s[:, 4:], v[4:]))
-        >>> torch.allclose(acc / l, s.softmax(-1) @ v)
+        >>> q, k, v = (torch.randn(5, 4, requires_grad=True) for _ in range(3))
+        >>> out, _ = scaled_dot_product_attention(q, k, v, scale=0.5)
+        >>> grad_out = torch.randn(5, 4)
+        >>> expected = torch.autograd.grad(out, (q, k, v), grad_out)
+        >>> with torch.no_grad():
+        ...     _, lse = attention_block(q, k, v, scale=0.5)
+        ...     delta = (grad_out * out).sum(-1, keepdim=True)
+        ...     grads = attention_block_backward(grad_out, q, k, v, lse, delta, scale=0.5)
+        >>> all(torch.allclose(g, e, atol=1e-5) for g, e in zip(grads, expected))
         True
     """
-    m_new = torch.maximum(m, block_m)  # (*, L, 1)
-    alpha = torch.exp(m - m_new)  # rescales the running sums  (*, L, 1)
-    beta = torch.exp(block_m - m_new)  # rescales the block's sums  (*, L, 1)
-    return m_new, alpha * l + beta * block_l, alpha * acc + beta * block_acc
+    scores = _scores(query, key, scale, allowed)  # (*, R, C)
+    # A row that saw no key has lse = -inf; +inf instead makes its weights e^-inf = 0.
+    p = torch.exp(scores - lse.masked_fill(torch.isneginf(lse), math.inf))  # (*, R, C)
+    if allowed is not None:
+        p = p.masked_fill(~allowed, 0.0)  # (*, R, C)
+    grad_value = p.transpose(-2, -1) @ grad_out  # (*, C, R) @ (*, R, Dv) -> (*, C, Dv)
+    grad_p = grad_out @ value.transpose(-2, -1)  # (*, R, Dv) @ (*, Dv, C) -> (*, R, C)
+    grad_scores = p * (grad_p - delta) * scale  # (*, R, C)
+    grad_query = grad_scores @ key  # (*, R, C) @ (*, C, D) -> (*, R, D)
+    grad_key = grad_scores.transpose(-2, -1) @ query  # (*, C, R) @ (*, R, D) -> (*, C, D)
+    return grad_query, grad_key, grad_value

@@ -5,7 +5,7 @@ for every seed and on every CPU, whose vector instructions round differently. Tw
 that checkable:
 
 - :func:`default_device` is the device every page runs on: ``ATTENTION_DEVICE`` when set, else
-  CUDA when there is a GPU, else the CPU.
+  CUDA when there is an NVIDIA (or AMD) GPU, else Apple's GPU (MPS) on a Mac, else the CPU.
 - :func:`seed_everything` seeds ``random``, NumPy and PyTorch from ``ATTENTION_SEED``
   (default 0). The site's build calls it before every page, and a downloaded script calls it
   itself, so ``ATTENTION_SEED=3 python 11_classifier.py`` reruns a page with another seed.
@@ -13,10 +13,13 @@ that checkable:
   ``ATTENTION_CLAIMS`` names a file, appends the number and its margin to it as one JSON line.
   ``make robust`` reruns the pages over seeds and CPU capabilities and tabulates the weakest
   margin of every claim.
+- :func:`num_threads` runs a block on a given number of CPU threads and restores the count: a
+  model trained on one thread is the same on a machine of any core count.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["default_device", "seed_everything", "claim"]
+__all__ = ["default_device", "seed_everything", "claim", "num_threads"]
 
 #: The environment variable that sets the seed of every example.
 SEED_ENV = "ATTENTION_SEED"
@@ -37,29 +40,51 @@ CLAIMS_ENV = "ATTENTION_CLAIMS"
 
 
 def default_device() -> torch.device:
-    """The device the examples run on: ``ATTENTION_DEVICE``, else CUDA when present, else the CPU.
+    """The device the examples run on: ``ATTENTION_DEVICE``, else a GPU when there is one (CUDA,
+    then Apple's MPS), else the CPU.
 
     Returns:
         torch.device: the device.
 
     Raises:
-        ValueError: if ``ATTENTION_DEVICE`` names no device, or a CUDA device that is not there.
+        ValueError: if ``ATTENTION_DEVICE`` names no device, or a device this machine does not
+            have (``meta`` holds no data, so no page can run on it).
 
     Examples::
 
-        >>> default_device().type in ("cpu", "cuda")
+        >>> default_device().type in ("cpu", "cuda", "mps")
         True
     """
     name = os.environ.get(DEVICE_ENV, "").strip()
     if not name:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
-        message = f"{DEVICE_ENV} must name a device such as 'cpu' or 'cuda'; got {name!r}"
+        message = f"{DEVICE_ENV} must name a device such as 'cpu', 'cuda' or 'mps'; got {name!r}"
         raise ValueError(message) from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{DEVICE_ENV}={name!r}, but this PyTorch sees no CUDA device")
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    if not available.get(device.type, False):
+        raise ValueError(
+            f"{DEVICE_ENV}={name!r}, but this PyTorch has no {device.type} device here; "
+            "use 'cpu'"
+            + (", 'cuda'" if available["cuda"] else "")
+            + (", 'mps'" if available["mps"] else "")
+        )
+    if device.type == "cuda" and device.index is not None:
+        if device.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"{DEVICE_ENV}={name!r}, but this machine has {torch.cuda.device_count()} "
+                "CUDA device(s)"
+            )
     return device
 
 
@@ -88,8 +113,8 @@ def seed_everything(seed: int | None = None) -> int:
             raise ValueError(f"{SEED_ENV} must be an integer; got {text!r}") from None
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int; got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be non-negative; got {seed}")
+    if not 0 <= seed < 2**32:  # NumPy's generator takes at most 32 bits
+        raise ValueError(f"seed must be in [0, 2**32); got {seed}")
     random.seed(seed)
     try:
         import numpy as np
@@ -118,7 +143,8 @@ def claim(
         above (float, optional): the value must be greater than this. Default: ``None``.
         below (float, optional): the value must be less than this. Default: ``None``.
 
-    Returns nothing, so that a claim at the end of a page's cell prints nothing there.
+    Returns:
+        None: nothing, so that a claim at the end of a page's cell prints nothing there.
 
     Raises:
         AssertionError: if the value is not strictly within the bounds (or is not finite).
@@ -135,8 +161,28 @@ def claim(
         raise TypeError(f"name must be a non-empty str; got {name!r}")
     if above is None and below is None:
         raise ValueError("claim needs a bound: give above=, below= or both")
+    for bound_name, bound in (("above", above), ("below", below)):
+        if bound is None:
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            raise TypeError(f"{bound_name} must be a number; got {type(bound).__name__}")
+        if not math.isfinite(bound):
+            raise ValueError(f"{bound_name} must be finite; got {bound}")
+    if above is not None and below is not None and not above < below:
+        raise ValueError(
+            f"the bounds leave no room: above={above:g} must be less than below={below:g}"
+        )
     if isinstance(value, torch.Tensor):
-        value = value.detach()
+        if value.numel() != 1:
+            raise ValueError(
+                f"value must be one number; got a tensor of shape {tuple(value.shape)}"
+            )
+        value = value.detach().item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)  # NumPy scalars
+        except (TypeError, ValueError):
+            raise TypeError(f"value must be a number; got {type(value).__name__}") from None
     value = float(value)
     margins = []
     if above is not None:
@@ -170,3 +216,39 @@ def claim(
     )
     if not margin > 0:  # raised, not asserted: `python -O` must not skip a page's claims
         raise AssertionError(f"claim failed: {name} = {value:g}, expected {bounds}")
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Run the block on ``n`` CPU threads, then restore the thread count.
+
+    Sums split over threads are rounded differently from sums on one thread, so a model trained
+    on one thread is the same on a machine of any core count (the processor's vector
+    instructions still change the rounding); and timing small operations on one thread keeps
+    them from waiting on each other.
+
+    Args:
+        n (int): the number of threads, at least 1.
+
+    Returns:
+        contextlib.AbstractContextManager: restores the thread count on leaving.
+
+    Examples::
+
+        >>> before = torch.get_num_threads()
+        >>> with num_threads(1):
+        ...     torch.get_num_threads()
+        1
+        >>> torch.get_num_threads() == before
+        True
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n must be an int; got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n must be at least 1; got {n}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,23 +1,35 @@
-"""Training and evaluating the classifier: one loop shared by the tutorials and the tests."""
+"""Training and evaluating: one training loop for every model of the pages, and what measures them.
 
-import copy
+- :func:`train` is the loop: AdamW, a one-cycle learning rate, one step per batch; what a batch
+  is and what its loss is are the caller's. :func:`train_classifier` runs it over epochs of a
+  labelled data set, :func:`train_lm` over random batches of sequences for next-token
+  prediction.
+- :func:`accuracy`, :func:`token_losses`, :func:`next_token_losses` and
+  :func:`count_parameters` measure a model.
+- :func:`format_history` turns a history into the progress lines a page prints.
+
+The pages' fixed recipes, which call these, are in :mod:`attention.recipes`.
+"""
+
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import check_int, check_positive
+from .repro import num_threads
 
 __all__ = [
+    "train",
     "train_classifier",
-    "accuracy",
-    "fit_sentiment_classifier",
-    "count_parameters",
-    "next_token_losses",
     "train_lm",
-    "fit_repeat_model",
+    "accuracy",
+    "token_losses",
+    "next_token_losses",
+    "count_parameters",
+    "format_history",
 ]
 
 
@@ -38,6 +50,72 @@ def count_parameters(module: nn.Module) -> int:
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be an nn.Module; got {type(module).__name__}")
     return sum(p.numel() for p in module.parameters())
+
+
+def train(
+    model: nn.Module,
+    batches: Iterable,
+    loss_fn: Callable[[nn.Module, object], tuple[Tensor, dict]],
+    *,
+    steps: int,
+    lr: float,
+    weight_decay: float = 0.01,
+    threads: int | None = 1,
+    after_step: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """The training loop: AdamW with a one-cycle learning rate, one step per batch.
+
+    Each step computes ``loss, measured = loss_fn(model, batch)``, takes one optimiser step on
+    ``loss`` and records ``{"step", "loss", **measured, "seconds"}``. The learning rate warms up
+    to ``lr`` and decays on a cosine over ``steps`` steps. By default the loop runs on one
+    thread (restored afterwards): the models of the pages are small, one thread is as fast, and
+    the trained model then does not depend on the machine's core count.
+
+    Args:
+        model (nn.Module): the model, put in training mode.
+        batches (Iterable): at least ``steps`` batches, in the form ``loss_fn`` takes.
+        loss_fn (Callable): ``(model, batch) -> (loss, measured)``, ``measured`` a dict of
+            numbers to record for the step.
+        steps (int): the number of steps.
+        lr (float): the peak learning rate.
+        weight_decay (float): AdamW's weight decay. Default: ``0.01``.
+        threads (int, optional): CPU threads while training. Default: ``1`` (``None`` keeps the
+            current count).
+        after_step (Callable, optional): called with each step's record, to log or evaluate
+            (restore the training mode if it changes it). Default: ``None``.
+
+    Returns:
+        list[dict]: one record per step.
+
+    Examples::
+
+        >>> model = nn.Linear(2, 1)
+        >>> data = [(torch.randn(8, 2), torch.randn(8, 1)) for _ in range(3)]
+        >>> def loss_fn(model, batch):
+        ...     x, y = batch
+        ...     return F.mse_loss(model(x), y), {}
+        >>> [row["step"] for row in train(model, data, loss_fn, steps=3, lr=0.1)]
+        [1, 2, 3]
+    """
+    check_int(steps, "steps")
+    check_positive(lr, "lr")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
+    history, start = [], time.perf_counter()
+    with num_threads(threads or torch.get_num_threads()):
+        model.train()
+        for step, batch in zip(range(1, steps + 1), batches, strict=False):
+            loss, measured = loss_fn(model, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            row = {"step": step, "loss": loss.item(), **measured}
+            row["seconds"] = time.perf_counter() - start
+            history.append(row)
+            if after_step is not None:
+                after_step(row)
+    return history
 
 
 def _check_examples(tokens, labels) -> None:
@@ -94,9 +172,10 @@ def train_classifier(
     weight_decay: float = 0.01,
     val: tuple[Tensor, Tensor] | None = None,
     seed: int = 0,
-    log: Callable[[str], None] | None = print,
 ) -> list[dict]:
-    """Train ``model`` with AdamW and cross-entropy; one progress line per epoch.
+    """Train a classifier with cross-entropy, one epoch after another, with :func:`train`.
+
+    Every epoch visits the examples once, shuffled, ``batch_size`` at a time.
 
     Args:
         model (nn.Module): returns ``(logits, anything)`` for ``tokens``.
@@ -104,12 +183,11 @@ def train_classifier(
         labels (Tensor): :math:`(N)` class indices.
         epochs (int): passes over the data. Default: ``10``.
         batch_size (int): sentences per step. Default: ``64``.
-        lr (float): learning rate, decayed to 0 on a cosine. Default: ``3e-3``.
+        lr (float): peak learning rate. Default: ``3e-3``.
         weight_decay (float): AdamW's weight decay. Default: ``0.01``.
         val (tuple, optional): held-out ``(tokens, labels)`` measured after each epoch.
             Default: ``None``.
         seed (int): seed for the shuffling. Default: ``0``.
-        log (callable, optional): receives each progress line. Default: ``print``.
 
     Returns:
         list[dict]: per epoch, ``epoch``, ``loss`` (mean training loss), ``train_acc`` (running
@@ -120,126 +198,75 @@ def train_classifier(
         >>> from attention.data import VOCAB, make_dataset
         >>> model = AttentionClassifier(len(VOCAB), 2, embed_dim=8, num_heads=2, num_layers=1,
         ...                             max_len=12)
-        >>> history = train_classifier(model, *make_dataset(64), epochs=2, log=None)
+        >>> history = train_classifier(model, *make_dataset(64), epochs=2)
         >>> [row["epoch"] for row in history]
         [1, 2]
     """
     _check_examples(tokens, labels)
     check_int(epochs, "epochs")
     check_int(batch_size, "batch_size")
-    check_positive(lr, "lr")
     check_int(seed, "seed", minimum=0)
     g = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    steps = epochs * -(-len(tokens) // batch_size)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
-    history, start = [], time.perf_counter()
-    for epoch in range(1, epochs + 1):
-        model.train()
-        total_loss, correct = 0.0, 0
-        for batch in torch.randperm(len(tokens), generator=g).split(batch_size):
-            logits, _ = model(tokens[batch])  # (B, C)
-            loss = F.cross_entropy(logits, labels[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            total_loss += loss.item() * len(batch)
-            correct += (logits.argmax(-1) == labels[batch]).sum().item()
-        row = {
-            "epoch": epoch,
-            "loss": total_loss / len(tokens),
-            "train_acc": correct / len(tokens),
-        }
-        line = f"epoch {epoch:2d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
-        if val is not None:
-            row["val_acc"] = accuracy(model, *val)
-            line += f"  val acc {row['val_acc']:.3f}"
-        row["seconds"] = time.perf_counter() - start
-        history.append(row)
-        if log is not None:
-            log(line + f"  ({row['seconds']:.1f} s)")
+    per_epoch = -(-len(tokens) // batch_size)
+
+    def batches():
+        for _ in range(epochs):
+            yield from torch.randperm(len(tokens), generator=g).split(batch_size)
+
+    def loss_fn(model, batch):
+        logits, _ = model(tokens[batch])  # (B, C)
+        correct = (logits.argmax(-1) == labels[batch]).sum().item()
+        return F.cross_entropy(logits, labels[batch]), {"size": len(batch), "correct": correct}
+
+    epochs_done = []
+
+    def after_step(row):
+        if row["step"] % per_epoch == 0:  # the end of an epoch
+            epochs_done.append({"val_acc": accuracy(model, *val)} if val is not None else {})
+
+    steps = train(
+        model, batches(), loss_fn, steps=epochs * per_epoch, lr=lr, weight_decay=weight_decay,
+        threads=None, after_step=after_step,
+    )  # fmt: skip
+    history = []
+    for epoch, measured in enumerate(epochs_done, 1):
+        rows = steps[(epoch - 1) * per_epoch : epoch * per_epoch]
+        history.append(
+            {
+                "epoch": epoch,
+                "loss": sum(r["loss"] * r["size"] for r in rows) / len(tokens),
+                "train_acc": sum(r["correct"] for r in rows) / len(tokens),
+                **measured,
+                "seconds": rows[-1]["seconds"],
+            }
+        )
     return history
 
 
-def fit_sentiment_classifier(
-    *, seed: int = 0, epochs: int = 15, log: Callable[[str], None] | None = print
-) -> tuple[nn.Module, list[dict], tuple[Tensor, Tensor]]:
-    """Train the tutorials' classifier on :mod:`attention.data`'s task, with one fixed recipe.
-
-    4000 training sentences (data seed 1), 1000 held-out ones (data seed 2); an
-    :class:`attention.AttentionClassifier` with ``embed_dim=32``, 4 heads, 2 layers, no dropout;
-    :func:`train_classifier` with batch 64 and learning rate 5e-3, on one thread so that the
-    number of cores does not change the model (the processor's vector instructions still do:
-    they round sums differently). About 99% held-out accuracy in ~15 s on a CPU.
-
-    The trained model is kept for the rest of the process: a second call with the same ``seed``
-    and ``epochs`` (the next page of a site build) returns a copy of the same model and history
-    and replays the progress lines, instead of training the identical model again.
+def token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
+    """Per-token cross-entropy of the logits at positions 0..L-2 against tokens 1..L-1.
 
     Args:
-        seed (int): seeds the model's initialisation and the shuffling. Default: ``0``.
-        epochs (int): passes over the training data. Default: ``15``.
-        log (callable, optional): receives each progress line. Default: ``print``.
+        logits (Tensor): the predictions at every position.
+        tokens (Tensor): the token ids; position :math:`t + 1` is the target of position
+            :math:`t`.
+
+    Shape:
+        - logits: :math:`(N, L, V)`; tokens: :math:`(N, L)`
+        - Output: :math:`(N, L - 1)`
 
     Returns:
-        tuple: the trained model (in eval mode), the per-epoch history, and the held-out
-        ``(tokens, labels)``.
+        Tensor: the loss of every prediction.
 
     Examples::
 
-        >>> model, history, held_out = fit_sentiment_classifier(log=None)  # doctest: +SKIP
-        >>> accuracy(model, *held_out) > 0.95  # doctest: +SKIP
-        True
+        >>> token_losses(torch.zeros(1, 3, 4), torch.tensor([[0, 1, 2]]))  # uniform: log 4
+        tensor([[1.3863, 1.3863]])
     """
-    check_int(seed, "seed", minimum=0)
-    check_int(epochs, "epochs")
-    if (seed, epochs) in _FITTED:
-        model, history, held_out, lines, rng_state = _FITTED[seed, epochs]
-        for line in lines if log is not None else ():
-            log(line)
-        torch.set_rng_state(rng_state)  # as if it had just trained: the same numbers follow
-    else:
-        lines = []
-
-        def record(line: str) -> None:
-            lines.append(line)
-            if log is not None:
-                log(line)
-
-        model, history, held_out = _fit_sentiment_classifier(seed, epochs, record)
-        _FITTED[seed, epochs] = model, history, held_out, lines, torch.get_rng_state()
-    held_out = tuple(t.clone() for t in held_out)
-    return copy.deepcopy(model), [dict(row) for row in history], held_out
-
-
-#: fit_sentiment_classifier's trained models by (seed, epochs), with their progress lines and
-#: the random state that training left.
-_FITTED: dict[tuple[int, int], tuple] = {}
-
-
-def _fit_sentiment_classifier(seed: int, epochs: int, log: Callable[[str], None]):
-    """The recipe of :func:`fit_sentiment_classifier`, run once per seed and epochs."""
-    from .classifier import AttentionClassifier
-    from .data import CLASSES, VOCAB, make_dataset
-
-    train, held_out = make_dataset(4000, seed=1), make_dataset(1000, seed=2)
-    torch.manual_seed(seed)
-    model = AttentionClassifier(
-        len(VOCAB), len(CLASSES), embed_dim=32, num_heads=4, num_layers=2,
-        max_len=train[0].shape[1], dropout=0.0,
-    )  # fmt: skip
-    # One thread: these tensors are tiny, so more threads only add overhead, and the sums
-    # (hence the trained model) would depend on how many threads split them.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        history = train_classifier(
-            model, *train, epochs=epochs, batch_size=64, lr=5e-3, val=held_out, seed=seed, log=log
-        )
-    finally:
-        torch.set_num_threads(threads)
-    return model.eval(), history, held_out
+    N, L, V = logits.shape
+    predicted = logits[:, :-1].reshape(-1, V)  # (N (L - 1), V)
+    losses = F.cross_entropy(predicted, tokens[:, 1:].reshape(-1), reduction="none")
+    return losses.view(N, L - 1)  # (N, L - 1)
 
 
 def next_token_losses(model: nn.Module, tokens: Tensor) -> Tensor:
@@ -268,18 +295,12 @@ def next_token_losses(model: nn.Module, tokens: Tensor) -> Tensor:
     """
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        logits, _ = model(tokens)  # (N, L, V)
-    model.train(was_training)
-    return _token_losses(logits, tokens).mean(dim=0)  # (L - 1,)
-
-
-def _token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
-    """Per-token cross-entropy of the logits at positions 0..L-2 against tokens 1..L-1."""
-    N, L, V = logits.shape
-    predicted = logits[:, :-1].reshape(-1, V)  # (N (L - 1), V)
-    losses = F.cross_entropy(predicted, tokens[:, 1:].reshape(-1), reduction="none")
-    return losses.view(N, L - 1)  # (N, L - 1)
+    try:
+        with torch.no_grad():
+            logits, _ = model(tokens)  # (N, L, V)
+    finally:
+        model.train(was_training)
+    return token_losses(logits, tokens).mean(dim=0)  # (L - 1,)
 
 
 def train_lm(
@@ -291,20 +312,16 @@ def train_lm(
     lr: float = 3e-3,
     weight_decay: float = 0.01,
     seed: int = 0,
-    log_every: int = 50,
-    log: Callable[[str], None] | None = print,
 ) -> list[dict]:
-    """Train a language model on next-token prediction, with AdamW, on one CPU thread.
+    """Train a language model on next-token prediction with :func:`train`.
 
     Each step draws ``batch_size`` sequences of ``tokens`` at random and minimises the mean
     cross-entropy of every next token, read with teacher forcing (the model sees the true
-    prefix at every position). The learning rate warms up and then decays on a cosine
-    (one-cycle). The loss is also split by halves of the sequence: targets ``1 .. T - 1`` (the
-    first half, ``T = L // 2``) and ``T + 1 .. L - 1`` (the second half after its first token),
-    which on :func:`attention.data.make_repeated_sequences` separates what cannot be predicted
-    from what can be copied (target ``T``, the first of the repeat, is copyable only when the
-    repeat distance is fixed, so it is in neither). Training runs on one thread, restored
-    afterwards, so that the trained model does not depend on the machine's core count.
+    prefix at every position). The loss is also split by halves of the sequence: targets
+    ``1 .. T - 1`` (the first half, ``T = L // 2``) and ``T + 1 .. L - 1`` (the second half
+    after its first token), which on :func:`attention.data.make_repeated_sequences` separates
+    what cannot be predicted from what can be copied (target ``T``, the first of the repeat, is
+    copyable only when the repeat distance is fixed, so it is in neither).
 
     Args:
         model (nn.Module): returns ``(logits (N, L, V), anything)`` for ``tokens``.
@@ -314,8 +331,6 @@ def train_lm(
         lr (float): peak learning rate. Default: ``3e-3``.
         weight_decay (float): AdamW's weight decay. Default: ``0.01``.
         seed (int): seed for drawing the batches. Default: ``0``.
-        log_every (int): steps between progress lines. Default: ``50``.
-        log (callable, optional): receives each progress line. Default: ``print``.
 
     Shape:
         - tokens: :math:`(N, L)`, :math:`L` even for the halves to be the two copies
@@ -330,114 +345,61 @@ def train_lm(
         >>> from attention.data import make_repeated_sequences
         >>> model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
         >>> data = make_repeated_sequences(64, length=4, vocab_size=8)
-        >>> history = train_lm(model, data, steps=3, log=None)
+        >>> history = train_lm(model, data, steps=3)
         >>> [row["step"] for row in history], sorted(history[0])
         ([1, 2, 3], ['first_half', 'loss', 'second_half', 'seconds', 'step'])
     """
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
+        raise TypeError("tokens must be a 2-D (N, L) tensor of token ids")
+    check_int(batch_size, "batch_size")
+    check_int(seed, "seed", minimum=0)
     g = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
     half = tokens.shape[1] // 2
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: one thread is as fast, and the same everywhere
-    history, start = [], time.perf_counter()
-    try:
-        model.train()
-        for step in range(1, steps + 1):
-            batch = tokens[torch.randint(len(tokens), (batch_size,), generator=g)]  # (B, L)
-            logits, _ = model(batch)  # (B, L, V)
-            losses = _token_losses(logits, batch)  # (B, L - 1)
-            loss = losses.mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            with torch.no_grad():
-                row = {
-                    "step": step,
-                    "loss": loss.item(),
-                    "first_half": losses[:, : half - 1].mean().item(),
-                    "second_half": losses[:, half:].mean().item(),
-                    "seconds": time.perf_counter() - start,
-                }
-            history.append(row)
-            if log is not None and (step % log_every == 0 or step == steps):
-                log(
-                    f"step {step:4d}  loss {row['loss']:.4f}  first half "
-                    f"{row['first_half']:.4f}  second half {row['second_half']:.4f}  "
-                    f"({row['seconds']:.1f} s)"
-                )
-    finally:
-        torch.set_num_threads(threads)
-    return history
+
+    def batches():
+        while True:
+            yield tokens[torch.randint(len(tokens), (batch_size,), generator=g)]  # (B, L)
+
+    def loss_fn(model, batch):
+        logits, _ = model(batch)  # (B, L, V)
+        losses = token_losses(logits, batch)  # (B, L - 1)
+        halves = {
+            "first_half": losses[:, : half - 1].mean().item(),
+            "second_half": losses[:, half:].mean().item(),
+        }
+        return losses.mean(), halves
+
+    return train(model, batches(), loss_fn, steps=steps, lr=lr, weight_decay=weight_decay)
 
 
-def fit_repeat_model(
-    *,
-    seed: int = 0,
-    num_heads: int = 2,
-    num_kv_heads: int | None = None,
-    steps: int = 300,
-    min_period: int | None = None,
-    batch_size: int = 32,
-    lr: float = 1e-2,
-    log: Callable[[str], None] | None = print,
-) -> tuple[nn.Module, list[dict], Tensor]:
-    """Train the decoder pages' language model on repeated sequences, with one fixed recipe.
+def format_history(history: list[dict], *, every: int = 1, keys: tuple[str, ...] = ()) -> str:
+    """The progress lines of a training history: one per ``every`` records, and the last.
 
-    4096 training sequences of 16 distinct random tokens and their repeat (vocabulary 32, data
-    seed 1) and 512 held-out ones (data seed 2), from
-    :func:`attention.data.make_repeated_sequences` with ``min_period``; an
-    :class:`attention.DecoderLM` with two layers, ``embed_dim=64``, ``ffn_dim=64``, rotary
-    positions and no dropout; :func:`train_lm` on one thread. With the defaults (a fixed repeat
-    distance, batch 32, learning rate 1e-2) about 8 s on a CPU core; the model then copies by
-    position (every copy sits 15 keys back) and needs no previous-token head. With a varying
-    repeat distance it must learn the previous-token and induction heads, which takes more
-    data per step, a lower learning rate and more heads: with ``num_heads=4, min_period=8,
-    steps=600, batch_size=128, lr=3e-3`` (about 25 s on a CPU core) they formed for every
-    seed from 0 to 9 on every CPU capability swept (``tests/docs/claims.md``); with two heads
-    per layer, for some seeds only.
+    Each line shows the record's step (or epoch), its loss, the numbers named in ``keys`` and
+    the seconds since the start.
 
     Args:
-        seed (int): seeds the model's initialisation and the batches. Default: ``0``.
-        num_heads (int): query heads per layer. Default: ``2``.
-        num_kv_heads (int, optional): key/value heads per layer. Default: ``None``
-            (``num_heads``).
-        steps (int): optimiser steps. Default: ``300``.
-        min_period (int, optional): the shortest repeat distance of the data, from 2 to 16.
-            Default: ``None`` (every sequence repeats after 16 tokens).
-        batch_size (int): sequences per step. Default: ``32``.
-        lr (float): peak learning rate. Default: ``1e-2``.
-        log (callable, optional): receives each progress line. Default: ``print``.
-
-    Shape:
-        - Output: the held-out sequences are :math:`(512, 32)` token ids
+        history (list[dict]): from :func:`train`, :func:`train_lm` or :func:`train_classifier`.
+        every (int): print one record in ``every``. Default: ``1``.
+        keys (tuple[str, ...]): more numbers of each record to print. Default: ``()``.
 
     Returns:
-        tuple: the trained model (in eval mode), the per-step history, and the held-out
-        sequences.
+        str: the lines.
 
     Examples::
 
-        >>> model, history, held_out = fit_repeat_model(log=None)  # doctest: +SKIP
-        >>> next_token_losses(model, held_out)[16:].mean() < 0.1  # doctest: +SKIP
-        tensor(True)
+        >>> history = [{"step": s, "loss": 1.0 / s, "seconds": 0.1 * s} for s in (1, 2, 3)]
+        >>> print(format_history(history, every=2))
+        step    2  loss 0.5000  (0.2 s)
+        step    3  loss 0.3333  (0.3 s)
     """
-    from .data import make_repeated_sequences
-    from .decoder import DecoderLM
-
-    check_int(seed, "seed", minimum=0)
-    check_int(steps, "steps")
-    check_int(batch_size, "batch_size")
-    check_positive(lr, "lr")
-    vocab_size, length = 32, 16
-    data = {"length": length, "vocab_size": vocab_size, "min_period": min_period}
-    train = make_repeated_sequences(4096, seed=1, **data)
-    held_out = make_repeated_sequences(512, seed=2, **data)
-    torch.manual_seed(seed)
-    model = DecoderLM(
-        vocab_size, embed_dim=64, num_heads=num_heads, num_layers=2, max_len=2 * length,
-        num_kv_heads=num_kv_heads, ffn_dim=64, positions="rotary",
-    )  # fmt: skip
-    history = train_lm(model, train, steps=steps, batch_size=batch_size, lr=lr, seed=seed, log=log)
-    return model.eval(), history, held_out
+    check_int(every, "every")
+    lines = []
+    for i, row in enumerate(history, 1):
+        if i % every and i != len(history):
+            continue
+        unit = "epoch" if "epoch" in row else "step"
+        parts = [f"{unit} {row[unit]:4d}", f"loss {row['loss']:.4f}"]
+        parts += [f"{key.replace('_', ' ')} {row[key]:.4f}" for key in keys]
+        lines.append("  ".join(parts) + f"  ({row['seconds']:.1f} s)")
+    return "\n".join(lines)

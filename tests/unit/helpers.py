@@ -108,3 +108,37 @@ def near_range(low, N=2, L=5, D=64):
     signs = torch.randint(0, 2, (N, L, D), generator=torch.Generator().manual_seed(0)) * 2 - 1
     signs[:, 0] = 1
     return (NEAR_RANGE[low] * signs).to(low)
+
+
+# --- small decoders, shared by the decoder, cache and language-model tests ---------------------
+
+#: E, H, N, L of the small decoders below.
+DECODER_SIZES = (16, 4, 2, 7)
+KV_HEADS = [4, 2, 1]  # H, H/2 and 1: multi-head, grouped-query and multi-query attention
+DECODER_OPTIONS = {
+    "plain": {},
+    "rotary": {"rotary": True},
+    "alibi": {"alibi": True},
+    "window": {"window": 3},
+    "all": {"rotary": True, "alibi": True, "window": 3},
+}
+
+
+def small_causal_attention(num_kv_heads=None, dtype=torch.float64, **kwargs):
+    """A CausalSelfAttention of E = 16 and H = 4, in eval mode."""
+    from attention import CausalSelfAttention
+
+    E, H, _, _ = DECODER_SIZES
+    return CausalSelfAttention(E, H, num_kv_heads=num_kv_heads, dtype=dtype, **kwargs).eval()
+
+
+def small_lm(positions="learned", num_kv_heads=None, dtype=torch.float64, **kwargs):
+    """A two-layer DecoderLM of E = 16, H = 4, 11 tokens and max_len 12, in eval mode."""
+    from attention import DecoderLM
+
+    E, H, _, _ = DECODER_SIZES
+    model = DecoderLM(
+        11, embed_dim=E, num_heads=H, num_layers=2, max_len=12, num_kv_heads=num_kv_heads,
+        positions=positions, **kwargs,
+    )  # fmt: skip
+    return model.to(dtype).eval()

@@ -24,12 +24,8 @@ from attention import (
 )
 from attention.data import decode, make_dataset
 from attention.masks import from_torch_masks, to_torch_attn_mask, to_torch_key_padding_mask
-from attention.training import (
-    accuracy,
-    count_parameters,
-    fit_sentiment_classifier,
-    train_classifier,
-)
+from attention.recipes import fit_sentiment_classifier
+from attention.training import accuracy, count_parameters, train_classifier
 
 E = 8
 
@@ -577,13 +573,13 @@ def _tiny_model():
 )
 def test_train_classifier_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
-        train_classifier(_tiny_model(), *make_dataset(8), log=None, **kwargs)
+        train_classifier(_tiny_model(), *make_dataset(8), **kwargs)
 
 
 def test_train_classifier_labels_of_another_length():
     tokens, labels = make_dataset(8)
     with pytest.raises(ValueError, match=r"labels must be 1-D with one label per sequence .*\(8\)"):
-        train_classifier(_tiny_model(), tokens, labels[:5], log=None)
+        train_classifier(_tiny_model(), tokens, labels[:5])
 
 
 @pytest.mark.parametrize(
@@ -595,7 +591,7 @@ def test_train_classifier_labels_of_another_length():
 )
 def test_fit_sentiment_classifier_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
-        fit_sentiment_classifier(log=None, **kwargs)
+        fit_sentiment_classifier(**kwargs)
 
 
 def test_accuracy_on_an_empty_set():

@@ -1,4 +1,5 @@
-"""The functional paths against torch: scaled_dot_product_attention and tiled_attention."""
+"""The kernel against torch: scaled_dot_product_attention (masks, bias, shared key/value heads)
+and the block step that the tiled and distributed paths share."""
 
 import math
 
@@ -7,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from attention import causal_mask, scaled_dot_product_attention, tiled_attention
+from attention.functional import attention_block, attention_block_backward, merge_blocks
 
-from .helpers import NEAR_RANGE, assert_close, near_range, random_mask, torch_lower_right
+from .helpers import NEAR_RANGE, assert_close, near_range, random_mask
 
 # (batch shape, L, S, D, Dv): no batch, one and two batch dims, L != S both ways, Dv != D.
 SHAPES = [
@@ -70,83 +72,6 @@ def test_scaled_dot_product_attention_dropout_zeroes_and_rescales_weights():
     assert_close(out, dropped @ v)
 
 
-# --- tiled_attention -----------------------------------------------------------------------
-
-# Block sizes that divide S and that do not (the last block is short), one key per block, and
-# one block larger than the whole sequence.
-TILED_CASES = [
-    (12, 12, 4),
-    (12, 12, 5),
-    (12, 12, 1),
-    (7, 13, 4),
-    (7, 13, 13),
-    (13, 7, 3),
-    (13, 7, 64),
-    (1, 10, 3),
-]
-
-
-def _reference(q, k, v, causal, scale=None):
-    """torch's SDPA; causal through torch's own lower-right CausalBias, materialised."""
-    L, S = q.shape[-2], k.shape[-2]
-    mask = torch_lower_right(L, S) if causal else None
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-
-
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("L, S, block_size", TILED_CASES)
-def test_tiled_attention_matches_the_reference(L, S, block_size, causal, dtype):
-    q, k, v = _qkv((2, 3), L, S, 8, 6, dtype)
-    out = tiled_attention(q, k, v, causal=causal, block_size=block_size)
-    assert out.shape == (2, 3, L, 6)
-    assert_close(out, _reference(q, k, v, causal))
-    mask = causal_mask(L, S) if causal else None
-    assert_close(out, scaled_dot_product_attention(q, k, v, mask)[0])
-
-
-def test_tiled_attention_with_a_scale_and_broadcast_batches():
-    q = torch.randn(2, 3, 9, 4, dtype=torch.float64)
-    k = torch.randn(1, 3, 11, 4, dtype=torch.float64)
-    v = torch.randn(2, 1, 11, 5, dtype=torch.float64)
-    out = tiled_attention(q, k, v, scale=0.7, block_size=4)
-    assert_close(out, _reference(q, k, v, False, scale=0.7))
-
-
-def test_tiled_causal_rows_before_every_key_are_zero():
-    # L > S, bottom-right aligned: the first L - S queries have no key at all.
-    L, S = 9, 4
-    q, k, v = _qkv((2,), L, S, 8, 8, torch.float64)
-    out = tiled_attention(q, k, v, causal=True, block_size=3)
-    assert torch.equal(out[:, : L - S], torch.zeros(2, L - S, 8, dtype=torch.float64))
-    assert out[:, L - S :].abs().amin(dim=-1).gt(0).all()
-
-
-def test_tiled_attention_survives_scores_far_beyond_exp_range():
-    # The online softmax subtracts the running maximum: scores of ~1e4 must not overflow.
-    q, k, v = _qkv((2,), 8, 20, 4, 4, torch.float64)
-    q = q * 1e4
-    out = tiled_attention(q, k, v, block_size=3)
-    assert out.isfinite().all()
-    assert_close(out, _reference(q, k, v, False))
-
-
-@pytest.mark.parametrize(
-    "kwargs, error, match",
-    [
-        ({"block_size": 0}, ValueError, r"block_size must be at least 1; got 0"),
-        ({"block_size": 2.0}, TypeError, r"block_size must be an int; got float"),
-        ({"block_size": True}, TypeError, r"block_size must be an int; got bool"),
-        ({"causal": 1}, TypeError, r"causal must be a bool; got int"),
-        ({"scale": -1.0}, ValueError, r"scale must be a positive finite number; got -1.0"),
-        ({"scale": "1"}, TypeError, r"scale must be a positive finite number; got str"),
-    ],
-)
-def test_tiled_attention_rejects_bad_options(kwargs, error, match):
-    q = torch.randn(2, 3, 4)
-    with pytest.raises(error, match=match):
-        tiled_attention(q, q, q, **kwargs)
-
-
 # --- low precision near the format's range -------------------------------------------------
 
 LOW = pytest.mark.parametrize("low", NEAR_RANGE, ids=["float16", "bfloat16"])
@@ -169,18 +94,95 @@ def test_every_functional_path_agrees_near_the_range_of_the_format(low):
         torch.testing.assert_close(out.double(), reference, atol=3e-2, rtol=3e-2, msg=name)
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("L, S", [(3, 0), (0, 4), (0, 0)])
-def test_tiled_attention_on_empty_inputs_gives_the_reference_gradients(L, S, causal):
-    # With S = 0 the output used to have no grad_fn, so backward raised.
-    q = torch.randn(2, L, 4, dtype=torch.float64, requires_grad=True)
-    k = torch.randn(2, S, 4, dtype=torch.float64, requires_grad=True)
-    v = torch.randn(2, S, 3, dtype=torch.float64, requires_grad=True)
-    out = tiled_attention(q, k, v, causal=causal)
-    mask = causal_mask(L, S) if causal else None
-    reference = scaled_dot_product_attention(q, k, v, mask)[0]
-    assert torch.equal(out, reference) and out.shape == (2, L, 3)
-    grads = torch.autograd.grad(out.sum(), (q, k, v))
-    expected = torch.autograd.grad(reference.sum(), (q, k, v))
-    for got, want in zip(grads, expected, strict=True):
-        assert torch.equal(got, want) and not got.any()
+# --- shared key/value heads and an additive bias ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "heads", [(4, 4), (4, 2), (6, 3), (4, 1)], ids=["mha", "gqa2", "gqa3", "mqa"]
+)
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "heads"])
+def test_shared_key_value_heads_match_torch_enable_gqa(heads, mask_kind, dtype):
+    H, H_kv = heads
+    q = torch.randn(2, H, 5, 8, dtype=dtype)
+    k, v = torch.randn(2, H_kv, 7, 8, dtype=dtype), torch.randn(2, H_kv, 7, 3, dtype=dtype)
+    mask = {"none": None, "causal": causal_mask(5, 7), "heads": random_mask(2, H, 5, 7)}[mask_kind]
+    out, weights = scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert out.shape == (2, H, 5, 3) and weights.shape == (2, H, 5, 7)
+    assert_close(out, expected)
+    # Query head h reads key/value head h // G: the same as repeating each key/value head.
+    G = H // H_kv
+    repeated = [x.repeat_interleave(G, dim=1) for x in (k, v)]
+    assert_close(weights, scaled_dot_product_attention(q, *repeated, mask)[1])
+
+
+def test_an_additive_bias_is_added_to_the_scaled_scores(dtype):
+    q, k, v = _qkv((2, 3), 4, 6, 8, 8, dtype)
+    bias = torch.randn(3, 4, 6, dtype=dtype)
+    mask = causal_mask(4, 6)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, bias=bias)
+    float_mask = bias.masked_fill(~mask, float("-inf"))
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"enable_gqa": 1}, TypeError, r"enable_gqa must be a bool; got int"),
+        ({"bias": torch.zeros(3, 4, 5)}, ValueError, r"bias of shape \(3, 4, 5\) does not"),
+        (
+            {"bias": torch.zeros(4, 6, dtype=torch.float64)},
+            TypeError,
+            r"bias must have the same dtype",
+        ),
+        (
+            {"bias": torch.zeros(4, 6, dtype=torch.long)},
+            TypeError,
+            r"bias must be a floating-point",
+        ),
+    ],
+)
+def test_bad_bias_and_group_options_are_refused(kwargs, error, match):
+    q, k = torch.randn(2, 4, 4, 8), torch.randn(2, 4, 6, 8)
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(q, k, k, **kwargs)
+
+
+def test_key_heads_that_do_not_divide_the_query_heads_are_refused():
+    q, k = torch.randn(1, 6, 3, 4), torch.randn(1, 4, 3, 4)
+    with pytest.raises(ValueError, match=r"with enable_gqa=True, key and value must have the same"):
+        scaled_dot_product_attention(q, k, k, enable_gqa=True)
+
+
+# --- the block step ------------------------------------------------------------------------
+
+
+def test_blocks_merged_in_any_order_give_attention_over_all_keys(dtype):
+    q, k, v = _qkv((2,), 5, 12, 8, 3, dtype)
+    mask = random_mask(5, 12)
+    mask[0] = False  # a row that sees no key at all
+    expected, _ = scaled_dot_product_attention(q, k, v, mask)
+    out = torch.zeros(2, 5, 3, dtype=dtype)
+    lse = torch.full((2, 5, 1), float("-inf"), dtype=dtype)
+    for cols in (slice(8, 12), slice(0, 3), slice(3, 8)):
+        block = attention_block(q, k[:, cols], v[:, cols], scale=8**-0.5, allowed=mask[:, cols])
+        out, lse = merge_blocks(out, lse, *block)
+    assert_close(out, expected)
+    scores = (q @ k.transpose(-2, -1) / 8**0.5).masked_fill(~mask, float("-inf"))
+    assert_close(lse, scores.logsumexp(-1, keepdim=True))
+    assert torch.isneginf(lse[:, 0]).all() and not out[:, 0].any()
+
+
+def test_the_block_backward_gives_the_gradients_of_attention(dtype):
+    q, k, v = (x.requires_grad_() for x in _qkv((2,), 5, 9, 4, 3, dtype))
+    mask = random_mask(5, 9)
+    mask[2] = False
+    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    grad_out = torch.randn_like(out)
+    expected = torch.autograd.grad(out, (q, k, v), grad_out)
+    with torch.no_grad():
+        _, lse = attention_block(q, k, v, scale=0.5, allowed=mask)
+        delta = (grad_out * out).sum(-1, keepdim=True)
+        got = attention_block_backward(grad_out, q, k, v, lse, delta, scale=0.5, allowed=mask)
+    for g, e in zip(got, expected, strict=True):
+        assert_close(g, e)

@@ -64,7 +64,9 @@ def test_tiled_attention(causal):
         return tiled_attention(q, k, v, causal=causal, block_size=2)
 
     assert gradcheck(f, (q, k, v))
-    assert gradgradcheck(f, (q, k, v))
+    # Its backward recomputes the weights and is not differentiable itself: it says so.
+    with pytest.raises(RuntimeError, match=r"tiled_attention has first derivatives only"):
+        gradgradcheck(f, (q, k, v))
 
 
 def test_self_attention():

@@ -1,23 +1,18 @@
-"""The modules against PyTorch's own: nn.MultiheadAttention and nn.TransformerEncoderLayer.
+"""MultiHeadAttention and FusedMultiHeadAttention (which differs only in its packed projection)
+against nn.MultiheadAttention, with weights copied by ``from_torch``.
 
-Weights are copied with ``from_torch``; masks for torch are built here in torch's polarity
-(True = blocked), independently of the package's converters. Gradients stay enabled so torch's
-modules take their ordinary path rather than the inference fast path.
+Masks for torch are built here in torch's polarity (True = blocked), independently of the
+package's converters. Gradients stay enabled so torch's modules take their ordinary path rather
+than the inference fast path.
 """
-
-import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from attention import (
-    FeedForward,
     FusedMultiHeadAttention,
     MultiHeadAttention,
-    PositionalEncoding,
-    SelfAttention,
     TransformerBlock,
     causal_mask,
     padding_mask,
@@ -134,95 +129,6 @@ def test_fused_and_separate_projections_compute_the_same_thing():
                 assert_close(weights, expected_weights)
 
 
-def test_self_attention_is_one_head_scaled_by_the_embedding_size():
-    attn = SelfAttention(E, bias=True, dtype=torch.float64)
-    x, mask = randn(2, 5, E), causal_mask(5)
-    q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
-    out, weights = attn(x, mask)
-    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(E)).masked_fill(~mask, -torch.inf)
-    assert_close(weights, scores.softmax(dim=-1))
-
-
-def test_self_attention_matches_a_one_head_torch_module_before_its_output_projection():
-    torch_mha = nn.MultiheadAttention(E, 1, bias=False, batch_first=True, dtype=torch.float64)
-    with torch.no_grad():
-        torch_mha.out_proj.weight.copy_(torch.eye(E))
-    attn = SelfAttention(E, dtype=torch.float64)
-    with torch.no_grad():
-        for proj, w in zip((attn.q_proj, attn.k_proj, attn.v_proj),
-                           torch_mha.in_proj_weight.chunk(3), strict=True):  # fmt: skip
-            proj.weight.copy_(w)
-    x = randn(2, 5, E)
-    expected, expected_weights = torch_mha(x, x, x, attn_mask=~causal_mask(5))
-    out, weights = attn(x, causal_mask(5))
-    assert_close(out, expected)
-    assert_close(weights, expected_weights)
-
-
-def test_feed_forward_is_linear_relu_linear():
-    ffn = FeedForward(E, 32, dtype=torch.float64)
-    x = randn(2, 5, E)
-    expected = ffn.linear2(torch.relu(ffn.linear1(x)))
-    assert_close(ffn(x), expected)
-
-
-@pytest.mark.parametrize("embed_dim", [8, 7])
-def test_positional_encoding_follows_the_sinusoid_formula(embed_dim):
-    pe = PositionalEncoding(embed_dim, max_len=20)
-    x = randn(2, 11, embed_dim)
-    table = torch.zeros(11, embed_dim, dtype=torch.float64)
-    for p in range(11):
-        for i in range(embed_dim):
-            angle = p / 10000 ** (2 * (i // 2) / embed_dim)
-            table[p, i] = math.sin(angle) if i % 2 == 0 else math.cos(angle)
-    # The table is computed in float32 and cast, so compare at float32 precision.
-    assert_close(pe(x), x + table, atol=1e-5, rtol=1e-5)
-
-
-# --- TransformerBlock ----------------------------------------------------------------------
-
-
-def _block_masks(name, L):
-    """(our mask, torch's src_mask, torch's src_key_padding_mask)."""
-    if name == "none":
-        return None, None, None
-    if name == "causal":
-        return causal_mask(L), nn.Transformer.generate_square_subsequent_mask(L), None
-    if name == "padding":
-        blocked_keys = torch.arange(L) >= torch.tensor(_lengths(L))[:, None]
-        return padding_mask(_lengths(L), L), None, blocked_keys
-    blocked_causal = torch.ones(L, L, dtype=torch.bool).triu(1)
-    blocked_keys = torch.arange(L) >= torch.tensor(_lengths(L))[:, None]
-    return causal_mask(L) & padding_mask(_lengths(L), L), blocked_causal, blocked_keys
-
-
-@pytest.mark.parametrize("mask_case", ["none", "causal", "padding", "both"])
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
-def test_transformer_block_matches_torch_in_eval_mode(norm_first, mask_case, dtype):
-    layer = nn.TransformerEncoderLayer(
-        E, H, dim_feedforward=32, dropout=0.1, batch_first=True, norm_first=norm_first,
-        dtype=dtype,
-    ).eval()  # fmt: skip
-    block = TransformerBlock.from_torch(layer)
-    assert not block.training
-    L = 5
-    x = torch.randn(N, L, E, dtype=dtype)
-    mask, src_mask, src_key_padding_mask = _block_masks(mask_case, L)
-    if src_mask is not None:
-        src_mask = src_mask.to(dtype) if src_mask.is_floating_point() else src_mask
-    expected = layer(x, src_mask=src_mask, src_key_padding_mask=src_key_padding_mask)
-    out, weights = block(x, mask)
-    assert weights is None
-    assert_close(out, expected)
-    out, weights = block(x, mask, need_weights=True)
-    assert_close(out, expected)
-    assert weights.shape == (N, H, L, L)
-
-
-# --- from_torch ----------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize("dtype_", [torch.float64, torch.float32, torch.bfloat16])
@@ -259,39 +165,6 @@ def test_from_torch_keeps_the_device(cls):
     assert {p.device.type for p in ours.parameters()} == {"meta"}
 
 
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
-def test_transformer_block_from_torch_keeps_options(norm_first, bias, training):
-    layer = nn.TransformerEncoderLayer(
-        E, H, 32, dropout=0.2, batch_first=True, norm_first=norm_first, bias=bias,
-        layer_norm_eps=1e-3, dtype=torch.float64,
-    ).train(training)  # fmt: skip
-    block = TransformerBlock.from_torch(layer)
-    assert block.training == training and block.self_attn.training == training
-    assert block.norm_first == norm_first
-    assert block.norm1.eps == 1e-3 and block.norm2.eps == 1e-3
-    assert block.self_attn.dropout == 0.2
-    assert block.dropout1.p == block.dropout2.p == block.ffn.dropout.p == 0.2
-    assert {p.dtype for p in block.parameters()} == {torch.float64}
-    assert sum(p.numel() for p in block.parameters()) == sum(p.numel() for p in layer.parameters())
-    x = randn(2, 4, E)
-    assert_close(block.eval()(x)[0], layer.eval()(x))
-
-
-@pytest.mark.parametrize(
-    "activation", ["relu", F.relu, torch.relu, nn.ReLU()], ids=["string", "F", "torch", "module"]
-)
-def test_transformer_block_from_torch_accepts_every_spelling_of_relu(activation):
-    # torch.relu is the same function as F.relu; it used to be refused.
-    layer = nn.TransformerEncoderLayer(
-        E, H, 32, activation=activation, batch_first=True, dtype=torch.float64
-    ).eval()
-    block = TransformerBlock.from_torch(layer)
-    x = randn(2, 4, E)
-    assert_close(block(x)[0], layer(x))
-
-
 @pytest.mark.parametrize("cls", MHA_CLASSES)
 def test_fused_is_a_multi_head_attention_that_differs_only_in_the_projection(cls):
     # FusedMultiHeadAttention subclasses MultiHeadAttention: same checks, same forward.
@@ -317,13 +190,6 @@ def test_fused_is_a_multi_head_attention_that_differs_only_in_the_projection(cls
 def test_from_torch_refuses_options_it_does_not_have(cls, source, match):
     with pytest.raises(ValueError, match=match):
         cls.from_torch(source())
-
-
-@pytest.mark.parametrize("activation", ["gelu", nn.GELU()], ids=["string", "module"])
-def test_transformer_block_from_torch_refuses_gelu(activation):
-    layer = nn.TransformerEncoderLayer(E, H, 32, activation=activation, batch_first=True)
-    with pytest.raises(ValueError, match=r"relu.*(?i:gelu)"):
-        TransformerBlock.from_torch(layer)
 
 
 @pytest.mark.parametrize("cls", [*MHA_CLASSES, TransformerBlock])

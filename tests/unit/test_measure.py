@@ -1,0 +1,77 @@
+"""attention.measure: the timer's interleaved rounds and the peak-memory meter."""
+
+import sys
+
+import pytest
+import torch
+
+from attention.measure import (
+    Timing,
+    compare,
+    device_description,
+    peak_memory,
+    round_ratios,
+    time_it,
+)
+
+
+def test_compare_times_every_candidate_in_every_round_in_a_rotating_order():
+    order = []
+    cases = {name: (lambda name=name: order.append(name)) for name in "abc"}
+    timings = compare(cases, rounds=3, min_run_time=0.001)
+    assert list(timings) == ["a", "b", "c"]
+    assert all(len(t.round_medians) == 3 and t.runs >= 3 for t in timings.values())
+    # Each round starts with the next candidate: a b c, then b c a, then c a b.
+    firsts = [order[0]]
+    for previous, name in zip(order, order[1:], strict=False):
+        if name != previous:
+            firsts.append(name)
+    starts = [firsts[i] for i in range(0, len(firsts)) if i % 3 == 0]
+    assert starts[:3] == ["a", "b", "c"]
+
+
+def test_a_slower_candidate_has_a_larger_median():
+    x = torch.randn(256, 256)
+    timings = compare({"one": lambda: x @ x, "four": lambda: [x @ x for _ in range(4)]},
+                      rounds=2, min_run_time=0.02)  # fmt: skip
+    assert timings["four"].median > timings["one"].median
+    assert all(r > 1 for r in round_ratios(timings["four"], timings["one"]))
+    assert time_it(lambda: x @ x, rounds=1, min_run_time=0.01).median > 0
+
+
+def test_timing_prints_its_median_and_spread():
+    assert str(Timing(0.0123, 0.0004, 30)) == "12.3 ms (IQR 0.4 ms, 30 runs)"
+    assert Timing(0.5, 0.0, 1).ms == 500
+
+
+def test_compare_needs_a_candidate():
+    with pytest.raises(ValueError, match=r"cases must hold at least one candidate"):
+        compare({})
+
+
+def test_device_description_names_the_device_threads_dtype_and_torch():
+    text = device_description("cpu", torch.bfloat16)
+    assert text.startswith("cpu (") and f"{torch.get_num_threads()} threads" in text
+    assert "bfloat16" in text and torch.__version__ in text
+
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+
+
+@linux
+def test_peak_memory_sees_a_temporary_allocation():
+    extra = peak_memory(lambda: torch.ones(2**24).sum())  # 64 MiB, freed before returning
+    assert 2**25 < extra < 2**27
+
+
+@linux
+def test_a_measurement_inside_another_keeps_the_outer_one_right():
+    inner = []
+
+    def outer():
+        big = torch.ones(2**24)  # 64 MiB held while the inner measurement resets the peak
+        del big
+        inner.append(peak_memory(lambda: torch.ones(2**20)))  # 4 MiB
+
+    extra = peak_memory(outer)
+    assert inner[0] < 2**24 and extra > 2**25
