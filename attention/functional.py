@@ -12,7 +12,10 @@ r"""The kernel: every path of the package that computes softmax attention calls 
 One convention on every path. The queries are scaled *before* the product: :math:`q k^\top` can
 overflow float16 before a later scale brings it back into range. Masked scores are filled with
 the dtype's most negative finite number, never :math:`-\infty`, and a query with no key to
-attend to gets output 0, weights 0 and gradients 0, never NaN.
+attend to gets output 0, weights 0 and gradients 0, never NaN. The blockwise paths keep their
+running sums and log-sum-exps in float32 at least (:func:`accumulation_dtype`), as
+FlashAttention does: in float16 a log-sum-exp near 12800 is spaced by 8, and the log of a sum of
+a few equal terms would be lost.
 """
 
 import math
@@ -31,6 +34,7 @@ from ._checks import (
 )
 
 __all__ = [
+    "accumulation_dtype",
     "scaled_dot_product_attention",
     "attention_block",
     "merge_blocks",
@@ -77,6 +81,23 @@ def _check_qkv(query, key, value, scale, enable_gqa=False) -> tuple[torch.Size, 
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
     check_positive(scale, "scale")
     return batch, float(scale)
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the blockwise paths keep their running sums in: float32, or ``dtype`` if wider.
+
+    Args:
+        dtype (torch.dtype): the inputs' dtype.
+
+    Returns:
+        torch.dtype: ``float32`` for float16 and bfloat16, else ``dtype``.
+
+    Examples::
+
+        >>> accumulation_dtype(torch.float16), accumulation_dtype(torch.float64)
+        (torch.float32, torch.float64)
+    """
+    return torch.promote_types(dtype, torch.float32)
 
 
 def _scores(query: Tensor, key: Tensor, scale: float, allowed=None, bias=None) -> Tensor:
@@ -216,7 +237,8 @@ def attention_block(
     over the allowed keys :math:`j` of the block. The exponentials are taken after subtracting
     each row's maximum, so they never overflow. A row with no allowed key gives output 0 and
     :math:`\text{lse} = -\infty` (the log of an empty sum), which :func:`merge_blocks` treats as
-    "no keys yet".
+    "no keys yet". Both come back in :func:`accumulation_dtype` (float32 for half-precision
+    inputs), so that merging them keeps the log of the sum.
 
     Args:
         query (Tensor): the queries.
@@ -246,10 +268,11 @@ def attention_block(
     p = torch.exp(scores - m)  # (*, R, C)
     if allowed is not None:
         p = p.masked_fill(~allowed, 0.0)  # (*, R, C)
-    l = p.sum(dim=-1, keepdim=True)  # the softmax's denominator  (*, R, 1)  # noqa: E741
+    acc = accumulation_dtype(p.dtype)
+    l = p.sum(dim=-1, keepdim=True, dtype=acc)  # the softmax's denominator  (*, R, 1)  # noqa: E741
     seen = l > 0  # rows with at least one allowed key  (*, R, 1)
-    out = (p @ value) / torch.where(seen, l, 1.0)  # (*, R, C) @ (*, C, Dv) -> (*, R, Dv)
-    lse = torch.where(seen, m + torch.log(l), -math.inf)  # (*, R, 1)
+    out = (p @ value).to(acc) / torch.where(seen, l, 1.0)  # (*, R, C) @ (*, C, Dv) -> (*, R, Dv)
+    lse = torch.where(seen, m.to(acc) + torch.log(l), -math.inf)  # (*, R, 1)
     return out, lse
 
 
@@ -328,7 +351,8 @@ def attention_block_backward(
         query (Tensor): the queries.
         key (Tensor): the block's keys.
         value (Tensor): the block's values.
-        lse (Tensor): the rows' log-sum-exp over every key (``-inf`` where they see none).
+        lse (Tensor): the rows' log-sum-exp over every key (``-inf`` where they see none), in
+            :func:`accumulation_dtype`.
         delta (Tensor): :math:`\text{rowsum}(dO \odot O)`.
         scale (float): the forward's scale.
         allowed (Tensor, optional): the forward's mask of the block. Default: ``None``.
@@ -354,14 +378,15 @@ def attention_block_backward(
         >>> all(torch.allclose(g, e, atol=1e-5) for g, e in zip(grads, expected))
         True
     """
-    scores = _scores(query, key, scale, allowed)  # (*, R, C)
+    dtype, acc = query.dtype, lse.dtype  # the products in the inputs' dtype, the rest in acc
+    scores = _scores(query, key, scale, allowed).to(acc)  # (*, R, C)
     # A row that saw no key has lse = -inf; +inf instead makes its weights e^-inf = 0.
     p = torch.exp(scores - lse.masked_fill(torch.isneginf(lse), math.inf))  # (*, R, C)
     if allowed is not None:
         p = p.masked_fill(~allowed, 0.0)  # (*, R, C)
-    grad_value = p.transpose(-2, -1) @ grad_out  # (*, C, R) @ (*, R, Dv) -> (*, C, Dv)
+    grad_value = p.to(dtype).transpose(-2, -1) @ grad_out  # (*, C, R) @ (*, R, Dv) -> (*, C, Dv)
     grad_p = grad_out @ value.transpose(-2, -1)  # (*, R, Dv) @ (*, Dv, C) -> (*, R, C)
-    grad_scores = p * (grad_p - delta) * scale  # (*, R, C)
+    grad_scores = (p * (grad_p.to(acc) - delta) * scale).to(dtype)  # (*, R, C)
     grad_query = grad_scores @ key  # (*, R, C) @ (*, C, D) -> (*, R, D)
     grad_key = grad_scores.transpose(-2, -1) @ query  # (*, C, R) @ (*, R, D) -> (*, C, D)
     return grad_query, grad_key, grad_value

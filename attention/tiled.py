@@ -16,7 +16,13 @@ import torch
 from torch import Tensor
 
 from ._checks import check_bool, check_int
-from .functional import _check_qkv, attention_block, attention_block_backward, merge_blocks
+from .functional import (
+    _check_qkv,
+    accumulation_dtype,
+    attention_block,
+    attention_block_backward,
+    merge_blocks,
+)
 
 __all__ = ["tiled_attention", "blockwise_attention", "tiles"]
 
@@ -74,8 +80,9 @@ def tiles(L: int, S: int, q_block: int, k_block: int, *, q_pos=None, k_pos=None)
 def _blockwise_forward(query, key, value, scale, tile_list, batch):
     """Merge the blocks of every tile; return the output and log-sum-exp of every row."""
     L, Dv = query.shape[-2], value.shape[-1]
-    out = query.new_zeros((*batch, L, Dv))  # (*, L, Dv)
-    lse = query.new_full((*batch, L, 1), -math.inf)  # no keys yet  (*, L, 1)
+    acc = accumulation_dtype(query.dtype)  # running sums in float32 at least
+    out = query.new_zeros((*batch, L, Dv), dtype=acc)  # (*, L, Dv)
+    lse = query.new_full((*batch, L, 1), -math.inf, dtype=acc)  # no keys yet  (*, L, 1)
     for rows, cols, allowed in tile_list:
         if allowed is not None:
             allowed = allowed.to(query.device)
@@ -86,7 +93,7 @@ def _blockwise_forward(query, key, value, scale, tile_list, batch):
         out[..., rows, :], lse[..., rows, :] = merge_blocks(
             out[..., rows, :], lse[..., rows, :], *block
         )  # (*, R, Dv), (*, R, 1)
-    return out, lse
+    return out.to(query.dtype), lse
 
 
 class _BlockwiseAttention(torch.autograd.Function):
@@ -111,7 +118,7 @@ class _BlockwiseAttention(torch.autograd.Function):
                 "attention.scaled_dot_product_attention there"
             )
         query, key, value, out, lse = ctx.saved_tensors
-        delta = (grad_out * out).sum(dim=-1, keepdim=True)  # rowsum(dO * O)  (*, L, 1)
+        delta = (grad_out.to(lse.dtype) * out).sum(dim=-1, keepdim=True)  # rowsum(dO O)  (*, L, 1)
         batch = out.shape[:-2]
         grad_q = query.new_zeros((*batch, *query.shape[-2:]))  # (*, L, D)
         grad_k = key.new_zeros((*batch, *key.shape[-2:]))  # (*, S, D)

@@ -2,7 +2,10 @@
 
 Each world size is one spawn of gloo processes (127.0.0.1 only) that runs every case, because
 starting the processes costs far more than the cases: the three strategies, in the contiguous
-and the zigzag layout, causal and not, forward and backward, in float64.
+and the zigzag layout, causal and not, forward and backward, in float64. One more spawn of two
+processes runs the inputs that used to fail (low precision near the format's range, empty
+shards, heads of size 0, shards of different lengths). The workers live in
+``distributed_workers``, a module the spawned processes can import.
 """
 
 import time
@@ -13,25 +16,26 @@ import torch.distributed as dist
 
 from attention.distributed import (
     STRATEGIES,
-    _fail_on_rank,
     all_gather_attention,
     bytes_formula,
     gather_sequence,
     ring_attention,
-    run_cases,
     shard_sequence,
     spawn,
     ulysses_attention,
 )
-from attention.functional import online_softmax_merge, tiled_attention
+from attention.functional import attention_block, merge_blocks
+from attention.tiled import tiled_attention
 
-SHAPE = (2, 4, 24, 8)  # (N, H, L, D): L divides by 2P for P = 2 and 4 (zigzag)
-CASES = [
-    {"strategy": s, "causal": c, "zigzag": z, "shape": SHAPE}
-    for s in STRATEGIES
-    for c in (False, True)
-    for z in (False, True)
-]
+from .distributed_workers import (
+    CASES,
+    SHAPE,
+    a_tensor,
+    cases_and_errors,
+    fail_on_rank,
+    hardening,
+)
+
 IDS = [
     "-".join(
         [c["strategy"], "causal" if c["causal"] else "full", "zigzag" * c["zigzag"] or "contiguous"]
@@ -39,19 +43,6 @@ IDS = [
     for c in CASES
 ]
 TIMEOUT = 240  # seconds for one spawn; process start-up dominates, more so on a loaded machine
-
-
-def cases_and_errors(rank, world_size):
-    """Worker: every case, then the errors that need a process group of ``world_size``."""
-    results = run_cases(rank, world_size, CASES)
-    q = torch.randn(1, world_size + 1, 4, 8, dtype=torch.float64)  # heads not divisible by P
-    try:
-        ulysses_attention(q, q, q)
-    except ValueError as error:
-        heads_error = str(error)
-    else:
-        heads_error = None
-    return results, heads_error
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["P=2", "P=4"])
@@ -117,16 +108,23 @@ def test_ulysses_needs_heads_divisible_by_the_world_size(spawned):
 def test_a_failing_rank_ends_the_run_with_its_traceback():
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="rank 1 of 2 failed") as raised:
-        spawn(_fail_on_rank, 1, nproc=2, timeout=TIMEOUT)
+        spawn(fail_on_rank, 1, nproc=2, timeout=TIMEOUT)
     assert "Traceback" in str(raised.value) and "raises on purpose" in str(raised.value)
     assert time.monotonic() - start < TIMEOUT  # rank 0, stuck in a barrier, was ended
 
 
+def test_spawn_returns_tensors():
+    # They came back as memory shared with the child, which had ended by then:
+    # FileNotFoundError from multiprocessing's resource sharer.
+    results = spawn(a_tensor, nproc=2, timeout=TIMEOUT)
+    assert [r.tolist() for r in results] == [[0.0, 0.0], [1.0, 1.0]]
+
+
 def test_spawn_checks_nproc():
     with pytest.raises(TypeError, match="nproc must be an int"):
-        spawn(_fail_on_rank, 0, nproc=2.0)
+        spawn(fail_on_rank, 0, nproc=2.0)
     with pytest.raises(ValueError, match="nproc must be at least 1"):
-        spawn(_fail_on_rank, 0, nproc=0)
+        spawn(fail_on_rank, 0, nproc=0)
 
 
 @pytest.mark.parametrize("fn", list(STRATEGIES.values()))
@@ -186,24 +184,155 @@ def test_shard_sequence_refuses_lengths_that_do_not_divide():
         shard_sequence([1.0], rank=0, world_size=1)
 
 
-def test_online_softmax_merge_is_attention_over_both_blocks():
-    s = torch.randn(3, 5, 10, dtype=torch.float64)  # (*, L, S) scores
+def test_merge_blocks_is_attention_over_both_blocks():
+    # The step every strategy merges its blocks with (it replaced online_softmax_merge).
+    q = torch.randn(3, 5, 4, dtype=torch.float64)  # (*, L, D)
+    k = torch.randn(3, 10, 4, dtype=torch.float64)  # (*, S, D)
     v = torch.randn(3, 10, 4, dtype=torch.float64)  # (*, S, Dv)
-
-    def partial(s, v):
-        m = s.amax(-1, keepdim=True)
-        p = (s - m).exp()
-        return m, p.sum(-1, keepdim=True), p @ v
-
-    nothing = (torch.full((3, 5, 1), -torch.inf, dtype=torch.float64),) + (
-        torch.zeros(3, 5, 1, dtype=torch.float64),
-        torch.zeros(3, 5, 4, dtype=torch.float64),
-    )
-    state = online_softmax_merge(*nothing, *partial(s[..., :3], v[:, :3]))
-    m, l, acc = online_softmax_merge(*state, *partial(s[..., 3:], v[:, 3:]))  # noqa: E741
-    torch.testing.assert_close(acc / l, s.softmax(-1) @ v, atol=1e-12, rtol=0)
-    torch.testing.assert_close(m, s.amax(-1, keepdim=True))
+    s = q @ k.mT / 2  # (*, L, S) scores at scale 1/2
+    nothing = (torch.zeros(3, 5, 4, dtype=torch.float64),
+               torch.full((3, 5, 1), -torch.inf, dtype=torch.float64))  # fmt: skip
+    state = merge_blocks(*nothing, *attention_block(q, k[:, :3], v[:, :3], scale=0.5))
+    out, lse = merge_blocks(*state, *attention_block(q, k[:, 3:], v[:, 3:], scale=0.5))
+    torch.testing.assert_close(out, s.softmax(-1) @ v, atol=1e-12, rtol=0)
+    torch.testing.assert_close(lse, s.logsumexp(-1, keepdim=True))
     # tiled_attention is that merge, block after block
     q, k = torch.randn(2, 7, 4, dtype=torch.float64), torch.randn(2, 9, 4, dtype=torch.float64)
     expected = torch.softmax(q @ k.mT / 2, dim=-1) @ k
     torch.testing.assert_close(tiled_attention(q, k, k, block_size=2), expected)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_flops_are_counted_from_every_block_computed(spawned, strategy):
+    # Without a mask every block is computed whole: 2 N H R C (D + Dv) for each, with
+    # R = C = L/P; the ring and the all-gather compute P blocks for all H heads, Ulysses
+    # P * P blocks for H/P heads: 4 N H (L/P) L D on every rank either way.
+    world_size, _ = spawned
+    N, H, L, D = SHAPE
+    case = {"strategy": strategy, "causal": False, "zigzag": False, "shape": SHAPE}
+    assert [r["flops"] for r in per_rank(spawned, case)] == [
+        4 * N * H * L * L * D // world_size
+    ] * world_size
+
+
+# --- inputs that used to fail ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hardened():
+    """Two processes run every input that used to fail; each check's results by name."""
+    return spawn(hardening, nproc=2, timeout=TIMEOUT)
+
+
+def _results(hardened, name):
+    """Each rank's results of one check, or the rank's traceback as the failure."""
+    found = []
+    for rank, checks in enumerate(hardened):
+        status, value = checks[name]
+        assert status == "ok", f"rank {rank} raised:\n{value}"
+        found.append(value)
+    return found
+
+
+def test_low_precision_near_the_range_of_the_format_is_finite_and_right(hardened):
+    # Scaling q.k after the product overflowed float16 (40 * 40 * 64 > 65504) and all three
+    # strategies gave NaN; the kernel scales the queries first (q.k / 8 = 12800 fits).
+    for rank, found in enumerate(_results(hardened, "near_range")):
+        assert len(found) == 2 * 12  # float16, bfloat16; 3 strategies, causal or not, 2 layouts
+        for (low, strategy, causal, zigzag), (out, expected) in found.items():
+            where = f"rank {rank}, {low}, {strategy}, causal={causal}, zigzag={zigzag}"
+            assert out.isfinite().all(), where
+            # One rounding of v to the format (eps 2**-10 or 2**-7) and a few in the softmax
+            # sums, as for the single-process paths in test_functional.
+            torch.testing.assert_close(out, expected, atol=3e-2, rtol=3e-2, msg=where)
+
+
+def test_an_empty_shard_gives_an_empty_output_like_sdpa(hardened):
+    # L/P = 0 used to raise from inside the strategies (the maximum of no positions).
+    for found in _results(hardened, "empty_shard"):
+        for key, (shape, expected, grads) in found.items():
+            assert shape == expected == (1, 4, 0, 8), key
+            assert grads == [(1, 4, 0, 8)] * 3, key
+
+
+def test_a_head_size_of_0_gives_what_sdpa_gives(hardened):
+    # D = 0 used to divide by sqrt(0); now the scale is the kernel's (1 for D = 0): every
+    # allowed key weighs the same, as in F.scaled_dot_product_attention.
+    for found in _results(hardened, "head_size_0"):
+        for key, (out, expected, grad_v, expected_grad_v) in found.items():
+            torch.testing.assert_close(out, expected, atol=1e-12, rtol=0, msg=str(key))
+            torch.testing.assert_close(grad_v, expected_grad_v, atol=1e-12, rtol=0, msg=str(key))
+        assert found["ring", True, False, 0][0].shape == (1, 4, 4, 0)  # empty, like SDPA's
+
+
+def test_shards_of_different_lengths_are_a_clear_error(hardened):
+    # Gloo used to abort with "Connection reset by peer"; one small collective first checks
+    # that every rank holds as many positions, and every rank raises the same error.
+    for rank, found in enumerate(_results(hardened, "unequal_lengths")):
+        for strategy, message in found.items():
+            assert message is not None, f"rank {rank}, {strategy}: no error"
+            assert "shards must have equal length on every rank" in message
+            assert "from 2 to 4" in message
+
+
+@pytest.mark.parametrize("fn", [ring_attention, all_gather_attention, ulysses_attention])
+def test_inputs_of_different_dtypes_or_devices_are_refused_before_any_communication(fn):
+    # They used to reach the collectives (or a matmul) first; no group exists here, so an
+    # error other than "not initialised" was raised before any communication.
+    q = torch.randn(1, 2, 4, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"key must have the same dtype as query \(torch.float64"):
+        fn(q, q.float(), q)
+    with pytest.raises(TypeError, match=r"value must have the same dtype as query.*float32"):
+        fn(q, q, q.float())
+    with pytest.raises(ValueError, match="key must be on the same device as query.*got meta"):
+        fn(q, q.to("meta"), q)
+    with pytest.raises(ValueError, match="value must be on the same device as query.*got meta"):
+        fn(q, q, q.to("meta"))
+
+
+@pytest.mark.parametrize(
+    "arguments, error, message",
+    [
+        (("ring", 0, 8), ValueError, "world_size must be at least 1; got 0"),
+        (("ring", -1, 8), ValueError, "world_size must be at least 1; got -1"),
+        (("ulysses", True, 8), TypeError, "world_size must be an int; got bool"),
+        (("all_gather", 2.0, 8), TypeError, "world_size must be an int; got float"),
+        (
+            ("tree", 2, 8),
+            ValueError,
+            r"strategy must be one of \['all_gather', 'ring', 'ulysses'\]",
+        ),
+        ((None, 2, 8), TypeError, "strategy must be a str, one of .*; got NoneType"),
+        (("ring", 2, -1), ValueError, "shard_bytes must be non-negative; got -1"),
+        (("ring", 2, 8.0), TypeError, "shard_bytes must be an int; got float"),
+    ],
+    ids=["P=0", "P=-1", "P=bool", "P=float", "name", "None", "b<0", "b=float"],
+)
+def test_bytes_formula_refuses_bad_arguments(arguments, error, message):
+    # A world size of 0 or -1 used to give negative byte counts.
+    with pytest.raises(error, match=message):
+        bytes_formula(*arguments)
+
+
+def test_the_command_checks_bfloat16_with_a_bfloat16_tolerance(capsys):
+    # bfloat16 was held to float32's 1e-4 and failed on every run.
+    from attention.distributed.__main__ import main
+
+    argv = ["--nproc", "2", "--seq-len", "64", "--heads", "2", "--head-dim", "8", "--causal"]
+    assert main([*argv, "--dtype", "bfloat16"]) == 0
+    printed = capsys.readouterr().out
+    assert "(tolerance 5e-02): ok" in printed, printed
+
+
+def test_the_command_says_why_it_skipped_the_check(capsys):
+    # With --no-check it used to say that the whole sequence did not fit.
+    from attention.distributed.__main__ import _report
+
+    options = {"strategy": "ring", "causal": False, "zigzag": False, "batch": 1, "heads": 2,
+               "seq_len": 8, "head_dim": 4, "dtype": "float32", "backward": False,
+               "device": "cpu"}  # fmt: skip
+    result = {"rank": 0, "seconds": 0.1, "bytes": 0, "flops": 0, "peak_bytes": None,
+              "shard_bytes": 64, "error": None}  # fmt: skip
+    for check, reason in ((False, "--no-check"), (True, "the whole sequence does not fit")):
+        assert _report(options | {"check": check}, [result], 1, "gloo") == 0
+        assert f"skipped ({reason})" in capsys.readouterr().out

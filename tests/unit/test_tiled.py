@@ -186,3 +186,15 @@ def test_causal_tiles_above_the_diagonal_are_skipped_and_the_rest_trimmed():
     # Queries that see no key are trimmed from a tile: 3 queries after 8 keys, then 5 before.
     found = tiles(6, 4, 6, 4, q_pos=torch.arange(-2, 4), k_pos=torch.arange(4))
     assert [(r.start, r.stop) for r, _, _ in found] == [(2, 6)]
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_tied_scores_near_the_range_keep_the_log_of_their_sum(low):
+    # Every score 12800: in float16 numbers near 12800 are 8 apart, so a log-sum-exp kept in
+    # float16 loses the log 2 of merging two equal blocks and weighs each block 1, not 1/2.
+    q = torch.full((8, 64), 40.0, dtype=low)
+    v = torch.randn(8, 4).to(low)
+    expected = F.scaled_dot_product_attention(q.double(), q.double(), v.double())
+    out = tiled_attention(q, q, v, block_size=4)
+    assert out.dtype == low
+    torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)

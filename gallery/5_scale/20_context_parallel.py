@@ -2,9 +2,9 @@
 Attention across devices: context parallelism
 =============================================
 
-.. prerequisites:: 04_multi_head 13_memory_efficient
+.. prerequisites:: 04_multi_head 18_memory_efficient
 
-:ref:`sphx_glr_tutorials_13_memory_efficient.py` introduced the online softmax:
+:ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` introduced the online softmax:
 attention over blocks of keys, merged one block at a time, that never builds the whole
 matrix of scores. The same merge is how attention scales past one device. When a
 sequence is too long for one GPU, each device holds a slice of it, and keys and values
@@ -113,19 +113,19 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 #
 # **Ring attention** :cite:p:`liu2023`. Each rank keeps its queries; the key/value
 # shards travel around a ring of processes. At each step a rank starts sending the shard
-# it holds to the next rank, computes its queries' partial softmax sums over it, and
-# merges them into its running sums with the same step as
+# it holds to the next rank, computes its queries' attention over it (an output and a
+# log-sum-exp per query), and merges that into its running output with the same step as
 # :func:`attention.tiled_attention`:
 #
-# .. literalinclude:: ../../attention/functional.py
+# .. literalinclude:: ../../../attention/functional.py
 #    :language: python
-#    :pyobject: online_softmax_merge
-#    :start-at: m_new =
+#    :pyobject: merge_blocks
+#    :start-at: merged =
 #
 # Here is the forward pass; ``_ring_shift`` starts the sends and receives
 # (``batch_isend_irecv``), and the loop waits for them only after computing:
 #
-# .. literalinclude:: ../../attention/distributed.py
+# .. literalinclude:: ../../../attention/distributed/ring.py
 #    :language: python
 #    :pyobject: _RingAttention.forward
 #
@@ -136,16 +136,16 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # Every rank gathers all keys and values, then attends locally. Its backward pass sends
 # each slice of the gathered gradients to the rank that owns it (a reduce-scatter):
 #
-# .. literalinclude:: ../../attention/distributed.py
+# .. literalinclude:: ../../../attention/distributed/all_gather.py
 #    :language: python
 #    :pyobject: all_gather_attention
-#    :start-at: group, rank, world_size
+#    :start-at: setup = check_shards
 #
 # **Ulysses attention** :cite:p:`jacobs2023`. An all-to-all turns sequence shards into
 # head shards: each rank then holds every position of H/P heads, attends as on one
 # device, and a second all-to-all turns the output back:
 #
-# .. literalinclude:: ../../attention/distributed.py
+# .. literalinclude:: ../../../attention/distributed/ulysses.py
 #    :language: python
 #    :pyobject: _sequence_to_heads
 #
@@ -402,7 +402,7 @@ if measured:
 # :func:`attention.distributed.ring_attention`,
 # :func:`attention.distributed.all_gather_attention`,
 # :func:`attention.distributed.ulysses_attention` and
-# :func:`attention.functional.online_softmax_merge`.
+# :func:`attention.functional.merge_blocks`.
 
 # %%
 # Exercises
@@ -471,7 +471,7 @@ for zigzag in (False, True):
         assert math.isclose(ratio, 1 + 2 * (P4 - 1) * c / (c + 1))
 
 # %%
-# Next: back to the beginning in :ref:`sphx_glr_tutorials_01_qkv_analogy.py`, or the
+# Next: back to the beginning in :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the
 # :ref:`api`.
 
 # sphinx_gallery_thumbnail_number = 1
