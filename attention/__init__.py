@@ -1,6 +1,6 @@
 """The attention mechanism in PyTorch, readable line by line and exact against PyTorch."""
 
-from .block import FeedForward, TransformerBlock
+from .block import FeedForward, TransformerBlock, TransformerDecoderBlock
 from .cache import KVCache
 from .classifier import AttentionClassifier
 from .decoder import CausalSelfAttention
@@ -16,6 +16,7 @@ from .masks import (
 )
 from .multi_head import MultiHeadAttention
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
+from .seq2seq import Seq2SeqTransformer
 from .single_head import SelfAttention
 from .tiled import tiled_attention
 from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
@@ -46,4 +47,6 @@ __all__ = [
     "CausalSelfAttention",
     "KVCache",
     "DecoderLM",
+    "TransformerDecoderBlock",
+    "Seq2SeqTransformer",
 ]

@@ -329,8 +329,10 @@ def check_on_device(x: Tensor, name: str, device: torch.device, owner: str) -> N
 def check_required_mask(mask) -> None:
     """Check a mask that a converter needs: ``None`` is refused, unlike in the attention
     functions, and anything else must be a bool tensor (True = may attend)."""
-    if mask is None:
-        raise TypeError("mask must be a bool torch.Tensor (True = may attend); got None")
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"mask must be a bool torch.Tensor (True = may attend); got {type(mask).__name__}"
+        )
     check_mask(mask, mask.shape)
 
 
@@ -339,9 +341,11 @@ def check_padding_lengths(lengths, S: int) -> Tensor:
     with values) or a list of ints (not bools), each in ``[0, S]``; return them as a tensor."""
     kind = "lengths must be a 1-D integer tensor or a list of ints"
     if isinstance(lengths, (list, tuple)):
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+        import numbers
+
+        if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in lengths):
             raise TypeError(f"{kind}; got {lengths!r}")
-        if any(abs(n) >= INT64_LIMIT for n in lengths):
+        if any(abs(int(n)) >= INT64_LIMIT for n in lengths):
             raise ValueError(f"lengths must lie in [0, S={S}]; got {list(lengths)}")
         lengths = torch.tensor(lengths, dtype=torch.long)
     if not isinstance(lengths, Tensor):
@@ -353,3 +357,76 @@ def check_padding_lengths(lengths, S: int) -> Tensor:
     if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
         raise ValueError(f"lengths must lie in [0, S={S}]; got {lengths.tolist()}")
     return lengths
+
+
+def check_named_mask(mask, name: str, shape: tuple[int, ...], device=None) -> None:
+    """:func:`check_mask` for a mask with another name (``memory_mask``): the same checks, with
+    messages that name it."""
+    try:
+        check_mask(mask, shape, device)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        message = name + message[len("mask") :] if message.startswith("mask") else message
+        raise type(error)(message.replace("use mask.", f"use {name}.")) from None
+
+
+def check_token_id(value, name: str, vocab_size: int) -> None:
+    """Check a token id (an int, not a bool) in ``[0, vocab_size)``: ``bos_id``, ``eos_id``."""
+    check_int(value, name, minimum=0)
+    if value >= vocab_size:
+        raise ValueError(f"{name} must be in [0, vocab_size={vocab_size}); got {value}")
+
+
+def check_batch_lengths(lengths, name: str, batch_size: int, S: int, device) -> Tensor:
+    """Check the lengths of ``batch_size`` sequences padded to ``S``: a 1-D int64/int32 tensor
+    on ``device`` or a list of ints, each in ``[0, S]``; return them as a tensor on ``device``."""
+    if isinstance(lengths, Tensor):
+        check_on_device(lengths, name, device, "the model")
+    lengths = check_int_tensor(lengths, name, ndims=(1,)).to(device)
+    if len(lengths) != batch_size:
+        raise ValueError(f"{name} must hold one length per sequence ({batch_size}); "
+                         f"got {len(lengths)}")  # fmt: skip
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+        raise ValueError(f"{name} must lie in [0, S={S}]; got {lengths.tolist()}")
+    return lengths
+
+
+def check_memory(memory, N: int, E: int, H: int, like: Tensor) -> int:
+    """Check the memory of a cross-attention: a tensor (N, S, E) or its projected pair
+    ``(keys, values)``, each (N, H, S, D), with the dtype and device of ``like``; return S."""
+    if isinstance(memory, Tensor):
+        check_features(memory, "memory", E, like=like)
+        if memory.shape[0] != N:
+            raise ValueError(f"memory must have batch size {N}; got shape {tuple(memory.shape)}")
+        return memory.shape[1]
+    if not (isinstance(memory, (tuple, list)) and len(memory) == 2):
+        kind = type(memory).__name__
+        raise TypeError(f"memory must be a tensor (N, S, E) or a pair (keys, values); got {kind}")
+    keys, values = memory
+    for name, x in (("memory keys", keys), ("memory values", values)):
+        check_tensor(x, name, ndim=4)
+        if (x.shape[0], x.shape[1], x.shape[3]) != (N, H, E // H) or x.shape != keys.shape:
+            raise ValueError(
+                f"memory keys and values must both have shape (N={N}, H={H}, S, D={E // H}); "
+                f"got {tuple(keys.shape)} and {tuple(values.shape)}"
+            )
+        check_same_kind(x, name, like, "the module's parameters")
+    return keys.shape[2]
+
+
+def check_cache(cache, heads: int, head_dim: int, *, num_layers=None, rolling=True) -> None:
+    """Check a ``KVCache`` (or ``None``) for attention layers of ``heads`` key/value heads of
+    ``head_dim``; of ``num_layers`` layers when given; without a window unless ``rolling``."""
+    from .cache import KVCache  # not at the top: cache.py imports this module
+
+    if cache is None:
+        return
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache or None; got {type(cache).__name__}")
+    if (cache.num_kv_heads, cache.head_dim) != (heads, head_dim):
+        raise ValueError(f"the cache holds {cache.num_kv_heads} heads of D={cache.head_dim}; "
+                         f"expected {heads} heads of D={head_dim}")  # fmt: skip
+    if num_layers is not None and cache.num_layers != num_layers:
+        raise ValueError(f"the cache holds {cache.num_layers} layers; expected {num_layers}")
+    if not rolling and cache.window is not None:
+        raise ValueError(f"the cache must not roll (window=None); got window={cache.window}")

@@ -256,6 +256,36 @@ class KVCache:
             self.length = end
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]  # (N, H_kv, S, D)
 
+    def reorder(self, rows: Tensor) -> None:
+        """Make sequence ``i`` of every layer a copy of sequence ``rows[i]``: beam search moves
+        each hypothesis's keys and values with it when it re-ranks them.
+
+        Args:
+            rows (Tensor): for each of the ``batch_size`` sequences, the one it continues.
+
+        Shape:
+            - rows: :math:`(N)` integer indices in ``[0, N)``
+
+        Returns:
+            None
+
+        Examples::
+
+            >>> cache = KVCache(1, batch_size=2, num_kv_heads=1, head_dim=1, max_len=2)
+            >>> _ = cache.update(0, torch.tensor([[[[1.0]]], [[[2.0]]]]), torch.zeros(2, 1, 1, 1))
+            >>> cache.reorder(torch.tensor([1, 1])); cache.keys[0, :, 0, 0, 0].tolist()
+            [2.0, 2.0]
+        """
+        if not isinstance(rows, Tensor) or rows.dtype not in (torch.int64, torch.int32):
+            raise TypeError("rows must be an int64 or int32 tensor of sequence indices")
+        if rows.shape != (self.batch_size,):
+            raise ValueError(f"rows must have shape ({self.batch_size},); got {tuple(rows.shape)}")
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.batch_size):
+            raise ValueError(f"rows must lie in [0, {self.batch_size}); got {rows.tolist()}")
+        S = self.length
+        for store in (self.keys, self.values):  # (layers, N, H_kv, max_len, D)
+            store[:, :, :, :S] = store[:, rows.to(self.device), :, :S]  # (layers, N, H_kv, S, D)
+
     def crop(self, length: int) -> None:
         """Keep only the first ``length`` positions (to rewind generation).
 

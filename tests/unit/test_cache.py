@@ -242,3 +242,19 @@ def test_the_cache_refuses_autograd_and_says_why():
     with torch.no_grad():
         attn(torch.randn(1, 3, 8), cache=cache)
     assert cache.length == 3
+
+
+def test_reorder_copies_each_sequences_keys_and_values_from_the_row_it_continues():
+    cache = KVCache(2, batch_size=3, num_kv_heads=1, head_dim=1, max_len=4)
+    for layer in range(2):
+        keys = torch.arange(3.0).view(3, 1, 1, 1) + 10 * layer
+        cache.update(layer, keys, -keys)
+    cache.reorder(torch.tensor([2, 0, 0]))
+    assert cache.keys[:, :, 0, 0, 0].tolist() == [[2.0, 0.0, 0.0], [12.0, 10.0, 10.0]]
+    assert cache.values[1, :, 0, 0, 0].tolist() == [-12.0, -10.0, -10.0]
+    with pytest.raises(ValueError, match=r"rows must have shape \(3,\); got \(2,\)"):
+        cache.reorder(torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 3\)"):
+        cache.reorder(torch.tensor([0, 1, 3]))
+    with pytest.raises(TypeError, match=r"rows must be an int64 or int32 tensor"):
+        cache.reorder([0, 1, 2])

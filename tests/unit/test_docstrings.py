@@ -26,6 +26,8 @@ import attention.measure
 import attention.positions
 import attention.recipes
 import attention.repro
+import attention.search
+import attention.seq2seq
 import attention.tiled
 import attention.training
 
@@ -38,13 +40,14 @@ def _public():
     for module in (attention, attention.masks, attention.positions, attention.flex,
                    attention.data, attention.training, attention.recipes, attention.functional,
                    attention.tiled, attention.cache, attention.decoder, attention.language_model,
-                   attention.measure, attention.repro, attention.ablation):  # fmt: skip
+                   attention.measure, attention.repro, attention.ablation, attention.search,
+                   attention.seq2seq):  # fmt: skip
         for name in module.__all__:
             obj = getattr(module, name)
             if callable(obj):
                 found.setdefault(getattr(obj, "__qualname__", name), obj)
     for cls in (attention.MultiHeadAttention, attention.FusedMultiHeadAttention,
-                attention.TransformerBlock):  # fmt: skip
+                attention.TransformerBlock, attention.TransformerDecoderBlock):  # fmt: skip
         found[f"{cls.__name__}.from_torch"] = cls.from_torch
     return sorted(found.items())
 
@@ -64,6 +67,7 @@ NO_SHAPE = {
     "accuracy",
     "train_classifier",
     "fit_sentiment_classifier",
+    "accumulation_dtype",  # a dtype in, a dtype out
     "compare",  # callables in, timings out
     "time_it",
     "round_ratios",
@@ -80,6 +84,7 @@ NO_SHAPE = {
     "MultiHeadAttention.from_torch",
     "FusedMultiHeadAttention.from_torch",
     "TransformerBlock.from_torch",
+    "TransformerDecoderBlock.from_torch",
 }
 
 
