@@ -4,7 +4,9 @@
 ``mask_mod(b, h, q_idx, kv_idx) -> bool`` (``True`` = may attend, this package's polarity)
 and a bias as a function ``score_mod(score, b, h, q_idx, kv_idx) -> score`` applied to each
 scaled score before the softmax. Here are the masks of :mod:`attention.masks` and the ALiBi
-bias of :func:`attention.alibi_bias` written that way, plus tanh soft-capping.
+bias of :func:`attention.alibi_bias` written that way, plus tanh soft-capping. Each mask is the
+predicate of :mod:`attention.masks` that the dense mask evaluates (``causal(q, k)``, ...), wrapped
+with the ``b`` and ``h`` it does not use and the position of the first query.
 
 Every function is written with broadcasting operations only, so it also runs outside
 FlexAttention: called on index grids such as ``q_idx = torch.arange(L)[:, None]`` and
@@ -22,8 +24,10 @@ Shape:
 import torch
 from torch import Tensor
 
-from ._checks import check_int, check_lengths
-from .positions import alibi_slopes
+from . import masks
+from ._checks import check_bool, check_factory, check_float, check_index, check_int_tensor
+from .masks import _document_ids, _same_document
+from .positions import alibi_penalty, alibi_slopes
 
 __all__ = ["causal", "sliding_window", "document", "prefix_lm", "alibi", "softcap"]
 
@@ -45,7 +49,7 @@ def causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         - Output: the broadcast shape of ``q_idx`` and ``kv_idx``, bool.
 
     Returns:
-        Tensor: ``q_idx >= kv_idx``.
+        Tensor: :func:`attention.masks.causal` of ``q_idx`` and ``kv_idx``: ``q_idx >= kv_idx``.
 
     Examples::
 
@@ -55,15 +59,16 @@ def causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
                 [1, 1, 0],
                 [1, 1, 1]], dtype=torch.int32)
     """
-    return q_idx >= kv_idx
+    return masks.causal(q_idx, kv_idx)
 
 
 def sliding_window(window: int, *, offset: int = 0):
     r"""A causal sliding-window ``mask_mod``: each query sees its last ``window`` keys.
 
     Query ``q_idx`` sits at position ``q_idx + offset`` and may attend to key ``kv_idx`` when
-    :math:`0 \le (q_\text{idx} + \text{offset}) - kv_\text{idx} < \text{window}`, as
-    :func:`attention.sliding_window_mask` does with ``offset = S - L``.
+    :math:`0 \le (q_\text{idx} + \text{offset}) - kv_\text{idx} < \text{window}`: the
+    predicate :func:`attention.masks.sliding_window`, which :func:`attention.sliding_window_mask`
+    evaluates with ``offset = S - L``.
 
     Args:
         window (int): how many keys each query sees, its own included; at least 1.
@@ -86,12 +91,11 @@ def sliding_window(window: int, *, offset: int = 0):
                 [0, 1, 1, 0],
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
-    check_int(window, "window", minimum=1)
-    check_int(offset, "offset", minimum=0)
+    allowed = masks.sliding_window(window)
+    check_index(offset, "offset")
 
     def sliding_window_mask_mod(b, h, q_idx, kv_idx):
-        distance = q_idx + offset - kv_idx
-        return (distance >= 0) & (distance < window)
+        return allowed(q_idx + offset, kv_idx)
 
     return sliding_window_mask_mod
 
@@ -103,7 +107,13 @@ def document(lengths=None, *, doc_ids=None, causal: bool = False, device=None):
     :func:`attention.document_mask`) or each token's document id ``doc_ids``, one row per
     batch element if documents are packed differently in each row. Query ``q_idx`` may attend
     to key ``kv_idx`` when ``doc_ids[q_idx] == doc_ids[kv_idx]`` (and ``kv_idx <= q_idx`` with
-    ``causal=True``).
+    ``causal=True``): the predicate :func:`attention.masks.document`.
+
+    A ``mask_mod`` cannot know the shape it will be used on when it is built: it covers the
+    :math:`L` tokens of ``doc_ids`` (``sum(lengths)``), which it keeps as its attribute
+    ``length``. Used on more queries or keys (FlexAttention with :math:`L, S >` ``length``), it
+    indexes past the table and torch raises an ``IndexError``; check ``mask_mod.length`` against
+    the sequence first.
 
     Args:
         lengths (Tensor or sequence of int, optional): the length of each document, in order.
@@ -119,7 +129,7 @@ def document(lengths=None, *, doc_ids=None, causal: bool = False, device=None):
         - Output: a ``mask_mod(b, h, q_idx, kv_idx)`` returning a bool tensor.
 
     Returns:
-        Callable: the ``mask_mod``.
+        Callable: the ``mask_mod``, with the number of tokens it covers as ``length``.
 
     Examples::
 
@@ -129,31 +139,24 @@ def document(lengths=None, *, doc_ids=None, causal: bool = False, device=None):
         tensor([[1, 1, 0],
                 [1, 1, 0],
                 [0, 0, 1]], dtype=torch.int32)
+        >>> mask_mod.length  # use it on at most 3 queries and 3 keys
+        3
     """
     if (lengths is None) == (doc_ids is None):
         raise ValueError("give exactly one of lengths and doc_ids")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
+    check_bool(causal, "causal")
+    check_factory(device, None)
     if lengths is not None:
-        lengths = check_lengths(lengths)
-        doc_ids = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (L,)
-    elif not isinstance(doc_ids, Tensor):
-        raise TypeError(f"doc_ids must be an integer torch.Tensor; got {type(doc_ids).__name__}")
-    elif doc_ids.is_floating_point() or doc_ids.is_complex() or doc_ids.dtype == torch.bool:
-        raise TypeError(f"doc_ids must hold integers; got {doc_ids.dtype}")
-    elif doc_ids.dim() not in (1, 2):
-        raise ValueError(f"doc_ids must be (L) or (N, L); got shape {tuple(doc_ids.shape)}")
+        doc_ids = _document_ids(lengths)  # (L,)
+    check_int_tensor(doc_ids, "doc_ids", lists=False, ndims=(1, 2))  # as masks.document does
     if device is not None:
         doc_ids = doc_ids.to(device)
-    per_row = doc_ids.dim() == 2
 
-    def document_mask_mod(b, h, q_idx, kv_idx):
-        if per_row:
-            same = doc_ids[b, q_idx] == doc_ids[b, kv_idx]
-        else:
-            same = doc_ids[q_idx] == doc_ids[kv_idx]
-        return same & (q_idx >= kv_idx) if causal else same
+    def document_mask_mod(b, h, q_idx, kv_idx):  # the predicate masks.document(doc_ids)
+        same = _same_document(doc_ids, q_idx, kv_idx, b)
+        return same & masks.causal(q_idx, kv_idx) if causal else same
 
+    document_mask_mod.length = doc_ids.shape[-1]
     return document_mask_mod
 
 
@@ -162,7 +165,7 @@ def prefix_lm(prefix: int):
     causally, as :func:`attention.prefix_lm_mask`.
 
     Query ``q_idx`` may attend to key ``kv_idx`` when ``kv_idx <= q_idx`` or
-    ``kv_idx < prefix``.
+    ``kv_idx < prefix``: the predicate :func:`attention.masks.prefix_lm`.
 
     Args:
         prefix (int): number of leading tokens that attend bidirectionally.
@@ -182,10 +185,10 @@ def prefix_lm(prefix: int):
                 [1, 1, 0],
                 [1, 1, 1]], dtype=torch.int32)
     """
-    check_int(prefix, "prefix", minimum=0)
+    allowed = masks.prefix_lm(prefix)
 
     def prefix_lm_mask_mod(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx) | (kv_idx < prefix)
+        return allowed(q_idx, kv_idx)
 
     return prefix_lm_mask_mod
 
@@ -199,7 +202,9 @@ def alibi(num_heads: int, *, offset: int = 0):
 
     with the slopes :math:`m_h` of :func:`attention.positions.alibi_slopes`: the same numbers as
     adding :func:`attention.alibi_bias` (computed in float64, cast to the score's dtype), with
-    ``offset = S - L``. Combine it with a causal ``mask_mod``.
+    ``offset = S - L``. Combine it with a causal ``mask_mod``. The slopes are a table of
+    ``num_heads``: used with more heads (FlexAttention with :math:`H >` ``num_heads``), the
+    ``score_mod`` indexes past it and torch raises an ``IndexError``.
 
     Args:
         num_heads (int): the number of heads :math:`H`.
@@ -221,13 +226,12 @@ def alibi(num_heads: int, *, offset: int = 0):
         <BLANKLINE>
                 [[-0.0078, -0.0039,  0.0000]]])
     """
-    check_int(num_heads, "num_heads", minimum=1)
-    check_int(offset, "offset", minimum=0)
+    check_index(num_heads, "num_heads", minimum=1)
+    check_index(offset, "offset")
     slopes = alibi_slopes(num_heads)  # (H,) float64
 
     def alibi_score_mod(score, b, h, q_idx, kv_idx):
-        distance = (q_idx + offset - kv_idx).abs()
-        bias = slopes.to(score.device)[h] * -distance  # float64, as alibi_bias
+        bias = alibi_penalty(slopes.to(score.device)[h], q_idx + offset, kv_idx)  # float64
         return score + bias.to(score.dtype)
 
     return alibi_score_mod
@@ -243,7 +247,7 @@ def softcap(cap: float):
     single key can take all the weight (Gemma 2 caps its attention scores at :math:`c = 50`).
 
     Args:
-        cap (float): the cap :math:`c > 0`.
+        cap (float): the cap :math:`c > 0`, finite.
 
     Shape:
         - Output: a ``score_mod(score, b, h, q_idx, kv_idx)`` returning ``score``'s shape.
@@ -257,10 +261,7 @@ def softcap(cap: float):
         >>> softcap(5.0)(torch.tensor([0.5, 5.0, 500.0]), 0, 0, 0, 0)
         tensor([0.4983, 3.8080, 5.0000])
     """
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)):
-        raise TypeError(f"cap must be a float; got {type(cap).__name__}")
-    if not cap > 0:
-        raise ValueError(f"cap must be positive; got {cap}")
+    check_float(cap, "cap", positive=True)
 
     def softcap_score_mod(score, b, h, q_idx, kv_idx):
         return cap * torch.tanh(score / cap)

@@ -4,30 +4,146 @@ This package uses one convention everywhere: a **bool** mask where ``True`` mean
 the same as :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broadcast to
 ``(N, H, L, S)``. :class:`torch.nn.MultiheadAttention` uses the opposite polarity (``True`` means
 *blocked*) for both ``attn_mask`` and ``key_padding_mask``; converting happens here and only here.
+
+Each structured mask is written once, as a *predicate* of query and key positions (integer
+tensors in, bool out, broadcasting): the dense masks evaluate it on index grids, and
+:mod:`attention.flex` wraps the same predicates as FlexAttention ``mask_mod`` functions.
 """
 
 import torch
 from torch import Tensor
 
-from ._checks import check_int, check_lengths, check_mask
+from ._checks import (
+    check_bool,
+    check_factory,
+    check_has_values,
+    check_index,
+    check_int_tensor,
+    check_lengths,
+    check_padding_lengths,
+    check_required_mask,
+)
 
 __all__ = [
-    "causal_mask",
-    "padding_mask",
-    "to_torch_attn_mask",
-    "to_torch_key_padding_mask",
-    "from_torch_masks",
-    "sliding_window_mask",
-    "document_mask",
-    "prefix_lm_mask",
-]
+    "causal", "sliding_window", "document", "prefix_lm",  # predicates of positions
+    "causal_mask", "sliding_window_mask", "document_mask", "prefix_lm_mask", "padding_mask",
+    "to_torch_attn_mask", "to_torch_key_padding_mask", "from_torch_masks",  # converters
+]  # fmt: skip
 
 
-def _check_required_mask(mask) -> None:
-    """A converter needs a mask: ``None`` is refused, unlike in the attention functions."""
-    if mask is None:
-        raise TypeError("mask must be a bool torch.Tensor (True = may attend); got None")
-    check_mask(mask, mask.shape)
+def causal(q: Tensor, k: Tensor) -> Tensor:
+    r"""The predicate of :func:`causal_mask`: the query at position ``q`` sees keys ``k <= q``.
+
+    Args:
+        q (Tensor): query positions (integers).
+        k (Tensor): key positions (integers), broadcastable with ``q``.
+
+    Shape:
+        - Output: the broadcast shape of ``q`` and ``k``, bool, ``True`` = may attend.
+
+    Returns:
+        Tensor: ``k <= q``.
+
+    Examples::
+
+        >>> causal(torch.tensor(1), torch.arange(3))  # query 1 against keys 0, 1, 2
+        tensor([ True,  True, False])
+    """
+    return k <= q
+
+
+def sliding_window(window: int):
+    r"""The predicate of :func:`sliding_window_mask`: ``0 <= q - k < window``.
+
+    Args:
+        window (int): how many keys each query sees, its own included; at least 1.
+
+    Shape:
+        - Output: ``predicate(q, k)``, bool of the broadcast shape of ``q`` and ``k``.
+
+    Returns:
+        Callable: the predicate.
+
+    Examples::
+
+        >>> sliding_window(2)(torch.tensor(3), torch.arange(5))
+        tensor([False, False,  True,  True, False])
+    """
+    check_index(window, "window", minimum=1)
+
+    def sliding_window_predicate(q: Tensor, k: Tensor) -> Tensor:
+        return (q - k >= 0) & (q - k < window)
+
+    return sliding_window_predicate
+
+
+def document(doc_ids: Tensor):
+    r"""The predicate of :func:`document_mask`: ``q`` and ``k`` are in the same document.
+
+    With one row of ``doc_ids`` per batch element the predicate takes the row ``b`` too. A
+    position at or past ``doc_ids.shape[-1]`` is outside the table: it raises an ``IndexError``.
+
+    Args:
+        doc_ids (Tensor): the document of each position, :math:`(L)` or :math:`(N, L)` ints.
+
+    Shape:
+        - Output: ``predicate(q, k, b=None)``, bool of the broadcast shape of its arguments.
+
+    Returns:
+        Callable: the predicate.
+
+    Examples::
+
+        >>> document(torch.tensor([0, 0, 1]))(torch.tensor(1), torch.arange(3))
+        tensor([ True,  True, False])
+    """
+    check_int_tensor(doc_ids, "doc_ids", lists=False, ndims=(1, 2), meta=True)
+    return lambda q, k, b=None: _same_document(doc_ids, q, k, b)
+
+
+def _same_document(doc_ids: Tensor, q: Tensor, k: Tensor, b: Tensor | None = None) -> Tensor:
+    # The rule of document(), with the table an argument: a FlexAttention mask_mod must reach
+    # its tensors itself, not through a nested closure (torch.compile fails on that on the CPU).
+    if doc_ids.dim() == 1:
+        return doc_ids[q] == doc_ids[k]
+    if b is None:
+        raise TypeError("b, the batch row, is needed for doc_ids of shape (N, L)")
+    return doc_ids[b, q] == doc_ids[b, k]
+
+
+def prefix_lm(prefix: int):
+    r"""The predicate of :func:`prefix_lm_mask`: ``k <= q`` or ``k < prefix``.
+
+    Args:
+        prefix (int): number of leading tokens that every query sees.
+
+    Shape:
+        - Output: ``predicate(q, k)``, bool of the broadcast shape of ``q`` and ``k``.
+
+    Returns:
+        Callable: the predicate.
+
+    Examples::
+
+        >>> prefix_lm(2)(torch.tensor(0), torch.arange(3))
+        tensor([ True,  True, False])
+    """
+    check_index(prefix, "prefix")
+
+    def prefix_lm_predicate(q: Tensor, k: Tensor) -> Tensor:
+        return causal(q, k) | (k < prefix)
+
+    return prefix_lm_predicate
+
+
+def _grid(predicate, L: int, S: int, device) -> Tensor:
+    """``predicate`` at every query and key: (L, S), the queries the last L of S positions."""
+    check_index(L, "L")
+    check_index(S, "S")
+    check_factory(device, None)
+    query = torch.arange(S - L, S, device=device)[:, None]  # positions of the queries  (L, 1)
+    key = torch.arange(S, device=device)  # (S,)
+    return predicate(query, key)  # (L, 1) vs (S,) -> (L, S)
 
 
 def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
@@ -58,11 +174,7 @@ def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
         tensor([[1, 1, 1, 0],
                 [1, 1, 1, 1]], dtype=torch.int32)
     """
-    S = L if S is None else S
-    check_int(L, "L", minimum=0)
-    check_int(S, "S", minimum=0)
-    ones = torch.ones(L, S, dtype=torch.bool, device=device)  # (L, S)
-    return ones.tril(diagonal=S - L)  # (L, S)
+    return _grid(causal, L, L if S is None else S, device)  # (L, S)
 
 
 def padding_mask(lengths, S: int) -> Tensor:
@@ -85,26 +197,8 @@ def padding_mask(lengths, S: int) -> Tensor:
         tensor([[1, 1, 1, 0],
                 [1, 0, 0, 0]], dtype=torch.int32)
     """
-    check_int(S, "S", minimum=0)
-    if isinstance(lengths, (list, tuple)) and not lengths:
-        lengths = torch.zeros(0, dtype=torch.long)  # an empty list would become float32
-    if isinstance(lengths, (list, tuple)):
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
-            raise TypeError(
-                f"lengths must be a 1-D integer tensor or a list of ints; got {lengths!r}"
-            )
-        lengths = torch.tensor(lengths, dtype=torch.long)
-    if not isinstance(lengths, Tensor):
-        raise TypeError(
-            f"lengths must be a 1-D integer tensor or a list of ints; got {type(lengths).__name__}"
-        )
-    if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.dim() != 1:
-        raise TypeError(
-            f"lengths must be a 1-D integer tensor or list of ints; got {lengths.dtype} "
-            f"with shape {tuple(lengths.shape)}"
-        )
-    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
-        raise ValueError(f"lengths must lie in [0, S={S}]; got {lengths.tolist()}")
+    check_index(S, "S")
+    lengths = check_padding_lengths(lengths, S)  # (N,)
     positions = torch.arange(S, device=lengths.device)  # (S,)
     mask = positions < lengths[:, None]  # (N, 1) vs (S,) -> (N, S)
     return mask[:, None, None, :]  # (N, 1, 1, S)
@@ -126,7 +220,7 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
         tensor([[0, 1],
                 [0, 0]], dtype=torch.int32)
     """
-    _check_required_mask(mask)
+    check_required_mask(mask)
     return ~mask
 
 
@@ -150,7 +244,7 @@ def to_torch_key_padding_mask(mask: Tensor) -> Tensor:
         tensor([[0, 1],
                 [0, 0]], dtype=torch.int32)
     """
-    _check_required_mask(mask)
+    check_required_mask(mask)
     if mask.dim() == 4 and mask.shape[1] == 1 and mask.shape[2] == 1:
         mask = mask[:, 0, 0, :]  # (N, 1, 1, S) -> (N, S)
     if mask.dim() != 2:
@@ -170,6 +264,7 @@ def _allowed(torch_mask: Tensor, name: str, *, ndim: int | None = None) -> Tenso
     if torch_mask.dtype == torch.bool:
         return ~torch_mask
     if torch_mask.is_floating_point():
+        check_has_values(torch_mask, name)
         if torch.isnan(torch_mask).any() or torch.isposinf(torch_mask).any():
             raise ValueError(f"{name} must not contain NaN or +inf")
         if ((torch_mask != 0) & ~torch.isneginf(torch_mask)).any():
@@ -237,14 +332,10 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=Non
 
     Query ``i`` sits at position :math:`S - L + i` (bottom-right aligned, as
     :func:`causal_mask`) and may attend to key ``j`` when
-
-    .. math::
-        0 \le (S - L + i) - j < \text{window},
-
-    that is, to itself and the ``window - 1`` keys before it. With ``window >= S`` it is
-    :func:`causal_mask`; with ``window = 1`` each query sees only itself. Each query attends
-    to at most ``window`` keys, so the cost grows as :math:`L \cdot \text{window}` instead of
-    :math:`L \cdot S` :cite:p:`beltagy2020,jiang2023`.
+    :math:`0 \le (S - L + i) - j < \text{window}`: to itself and the ``window - 1`` keys before
+    it. With ``window >= S`` it is :func:`causal_mask`; with ``window = 1`` each query sees only
+    itself. Each query attends to at most ``window`` keys, so the cost grows as
+    :math:`L \cdot \text{window}` instead of :math:`L \cdot S` :cite:p:`beltagy2020,jiang2023`.
 
     Args:
         L (int): number of queries.
@@ -266,14 +357,7 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=Non
                 [0, 1, 1, 0],
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
-    S = L if S is None else S
-    check_int(L, "L", minimum=0)
-    check_int(window, "window", minimum=1)
-    check_int(S, "S", minimum=0)
-    query = torch.arange(S - L, S, device=device)  # positions of the queries  (L,)
-    key = torch.arange(S, device=device)  # (S,)
-    distance = query[:, None] - key  # (L, 1) - (S,) -> (L, S)
-    return (distance >= 0) & (distance < window)  # (L, S)
+    return _grid(sliding_window(window), L, L if S is None else S, device)  # (L, S)
 
 
 def document_mask(lengths, *, causal: bool = False, device=None) -> Tensor:
@@ -315,16 +399,20 @@ def document_mask(lengths, *, causal: bool = False, device=None) -> Tensor:
                 [0, 0, 1, 1, 0],
                 [0, 0, 1, 1, 1]], dtype=torch.int32)
     """
-    lengths = check_lengths(lengths)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool; got {type(causal).__name__}")
-    # The document of each token: 0 0 1 1 1 for lengths [2, 3]. Built where lengths live
-    # (its size depends on their values), then moved.
-    doc = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
-    mask = doc[:, None] == doc  # (L, 1) == (L,) -> (L, L)
+    doc_ids = _document_ids(lengths)  # (L,)
+    check_bool(causal, "causal")
+    check_factory(device, None)
+    L = len(doc_ids)
+    mask = _grid(document(doc_ids), L, L, doc_ids.device)  # (L, L)
     if causal:
-        mask = mask & causal_mask(len(doc), device=lengths.device)  # (L, L)
+        mask = mask & causal_mask(L, device=doc_ids.device)  # (L, L)
     return mask if device is None else mask.to(device)
+
+
+def _document_ids(lengths) -> Tensor:
+    """The document of each packed token (``0 0 1 1 1`` for lengths [2, 3]), where lengths are."""
+    lengths = check_lengths(check_int_tensor(lengths, "lengths"))
+    return torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
 
 
 def prefix_lm_mask(L: int, prefix: int, *, device=None) -> Tensor:
@@ -354,9 +442,8 @@ def prefix_lm_mask(L: int, prefix: int, *, device=None) -> Tensor:
                 [1, 1, 1, 0],
                 [1, 1, 1, 1]], dtype=torch.int32)
     """
-    check_int(L, "L", minimum=0)
-    check_int(prefix, "prefix", minimum=0)
+    check_index(L, "L")
+    allowed = prefix_lm(prefix)
     if prefix > L:
         raise ValueError(f"prefix must be at most L={L}; got {prefix}")
-    key = torch.arange(L, device=device)  # (L,)
-    return causal_mask(L, device=device) | (key < prefix)  # (L, L) | (L,) -> (L, L)
+    return _grid(allowed, L, L, device)  # (L, L)

@@ -16,9 +16,18 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_dropout, check_embed, check_features, check_int, check_tensor
+from ._checks import (
+    check_dropout,
+    check_embed,
+    check_factory,
+    check_features,
+    check_float,
+    check_index,
+    check_on_device,
+    check_tensor,
+)
 
-__all__ = ["PositionalEncoding", "RotaryEmbedding", "alibi_slopes", "alibi_bias"]
+__all__ = ["PositionalEncoding", "RotaryEmbedding", "alibi_slopes", "alibi_penalty", "alibi_bias"]
 
 
 class PositionalEncoding(nn.Module):
@@ -49,7 +58,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, embed_dim: int, max_len: int = 512, *, dropout: float = 0.0):
         super().__init__()
         check_embed(embed_dim, 1)
-        check_int(max_len, "max_len")
+        check_index(max_len, "max_len", minimum=1)
         check_dropout(dropout)
         position = torch.arange(max_len)[:, None]  # (max_len, 1)
         frequency = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))
@@ -64,6 +73,7 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Add the position signal to ``x`` :math:`(N, L, E)`."""
         check_features(x, "x", self.embed_dim)
+        check_on_device(x, "x", self.pe.device, "the module")
         N, L, E = x.shape
         if L > self.max_len:
             raise ValueError(f"sequence length {L} is longer than max_len={self.max_len}")
@@ -120,16 +130,13 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, *, base: float = 10000.0, max_len: int = 4096):
         super().__init__()
-        check_int(head_dim, "head_dim", minimum=2)
+        check_index(head_dim, "head_dim", minimum=2)
         if head_dim % 2 != 0:
             raise ValueError(
                 f"head_dim must be even (features are rotated in pairs); got {head_dim}"
             )
-        if isinstance(base, bool) or not isinstance(base, (int, float)):
-            raise TypeError(f"base must be a float; got {type(base).__name__}")
-        if not base > 1.0:
-            raise ValueError(f"base must be greater than 1; got {base}")
-        check_int(max_len, "max_len", minimum=1)
+        check_float(base, "base", greater_than=1)
+        check_index(max_len, "max_len", minimum=1)
         self.head_dim, self.base, self.max_len = head_dim, float(base), max_len
 
     def extra_repr(self) -> str:
@@ -142,7 +149,8 @@ class RotaryEmbedding(nn.Module):
             L (int): number of positions.
             offset (int): the first position. Default: ``0``.
             device (torch.device, optional): where to build them. Default: ``None`` (CPU).
-            dtype (torch.dtype): the dtype to compute in. Default: ``torch.float64``.
+            dtype (torch.dtype): the floating-point dtype to compute in.
+                Default: ``torch.float64``.
 
         Shape:
             - Output: :math:`(L, D/2)`
@@ -157,8 +165,9 @@ class RotaryEmbedding(nn.Module):
                     [1.0000, 0.1000],
                     [2.0000, 0.2000]], dtype=torch.float64)
         """
-        check_int(L, "L", minimum=0)
-        check_int(offset, "offset", minimum=0)
+        check_index(L, "L")
+        check_index(offset, "offset")
+        check_factory(device, dtype)
         if offset + L > self.max_len:
             raise ValueError(
                 f"positions {offset}..{offset + L - 1} reach past max_len={self.max_len}; "
@@ -211,7 +220,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
         >>> alibi_slopes(6)  # the 4 of H = 4, then slopes 1 and 3 of H = 8
         tensor([0.2500, 0.0625, 0.0156, 0.0039, 0.5000, 0.1250], dtype=torch.float64)
     """
-    check_int(num_heads, "num_heads", minimum=1)
+    check_index(num_heads, "num_heads", minimum=1)
     power = 2 ** math.floor(math.log2(num_heads))
     h = torch.arange(1, power + 1, dtype=torch.float64)  # (P,)
     slopes = 2.0 ** (-8.0 * h / power)  # (P,)
@@ -219,6 +228,30 @@ def alibi_slopes(num_heads: int) -> Tensor:
         return slopes
     extra = alibi_slopes(2 * power)[0::2][: num_heads - power]  # (H - P,)
     return torch.cat((slopes, extra))  # (H,)
+
+
+def alibi_penalty(slope: Tensor, q: Tensor, k: Tensor) -> Tensor:
+    r"""ALiBi's bias of one query and key: :math:`-m\,\lvert q - k\rvert`, written once for
+    :func:`alibi_bias` (on index grids) and :func:`attention.flex.alibi` (inside FlexAttention).
+
+    Args:
+        slope (Tensor): the head's slope :math:`m`.
+        q (Tensor): query positions.
+        k (Tensor): key positions.
+
+    Shape:
+        - Output: the broadcast shape of ``slope``, ``q`` and ``k``
+
+    Returns:
+        Tensor: the bias.
+
+    Examples::
+
+        >>> from attention.positions import alibi_penalty
+        >>> alibi_penalty(torch.tensor(0.5), torch.tensor(3), torch.arange(5))
+        tensor([-1.5000, -1.0000, -0.5000,  0.0000, -0.5000])
+    """
+    return slope * -(q - k).abs()
 
 
 def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None, dtype=None) -> Tensor:
@@ -241,7 +274,8 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None, dty
         L (int): number of queries.
         S (int, optional): number of keys. Default: ``None`` (``S = L``).
         device (torch.device, optional): where to build the bias. Default: ``None`` (CPU).
-        dtype (torch.dtype, optional): its dtype. Default: ``None`` (the default float dtype).
+        dtype (torch.dtype, optional): its floating-point dtype. Default: ``None`` (the default
+            float dtype).
 
     Shape:
         - Output: :math:`(H, L, S)`, which broadcasts against scores :math:`(N, H, L, S)`
@@ -262,12 +296,12 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None, dty
         >>> scores = torch.randn(1, 2, 3, 3) + alibi_bias(2, 3)  # (N, H, L, S)
     """
     S = L if S is None else S
-    check_int(num_heads, "num_heads", minimum=1)
-    check_int(L, "L", minimum=0)
-    check_int(S, "S", minimum=0)
+    check_index(num_heads, "num_heads", minimum=1)
+    check_index(L, "L")
+    check_index(S, "S")
+    check_factory(device, dtype)
     slopes = alibi_slopes(num_heads).to(device)  # (H,)
     query = torch.arange(S - L, S, device=device)  # positions of the queries  (L,)
     key = torch.arange(S, device=device)  # (S,)
-    distance = (query[:, None] - key).abs()  # (L, 1) - (S,) -> (L, S)
-    bias = slopes[:, None, None] * -distance  # (H, 1, 1) * (L, S) -> (H, L, S)
+    bias = alibi_penalty(slopes[:, None, None], query[:, None], key)  # (H, L, S)
     return bias.to(torch.get_default_dtype() if dtype is None else dtype)

@@ -5,6 +5,9 @@ a new figure and returns the figure.
 """
 
 import math
+from collections.abc import Sequence
+
+from ._checks import check_float, check_has_values
 
 __all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend"]
 
@@ -20,24 +23,70 @@ MAX_COLS, FEW_TOKENS = 4, 8
 
 
 def _to_array(values, name: str, ndims: tuple[int, ...]):
-    """``values`` (tensor or array) as a float numpy array of one of ``ndims`` dimensions."""
+    """``values`` (tensor or array of real numbers, all finite) as a float numpy array of one
+    of ``ndims`` dimensions."""
     import numpy as np
     import torch
 
     if isinstance(values, torch.Tensor):
+        check_has_values(values, name)
+        if values.is_complex():
+            raise TypeError(f"{name} must be real; got {values.dtype} - draw .real or .abs()")
         values = values.detach().cpu().double().numpy()
-    array = np.asarray(values, dtype=float)
+    try:
+        array = np.asarray(values)
+    except ValueError:  # a ragged list
+        array = np.asarray(None)
+    if array.dtype.kind == "c":
+        raise TypeError(f"{name} must be real; got {array.dtype} - draw .real or .abs()")
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a tensor or array of numbers; got {type(values).__name__}")
+    array = array.astype(float)
     if array.ndim not in ndims:
         shapes = " or ".join({2: "(L, S)", 3: "(H, L, S)"}[n] for n in ndims)
         raise ValueError(f"{name} must be {shapes}; got shape {array.shape}")
     if 0 in array.shape:
         raise ValueError(f"{name} has nothing to draw; got shape {array.shape}")
+    if not np.isfinite(array).all():
+        bad = int((~np.isfinite(array)).sum())
+        raise ValueError(f"{name} must be finite; got {bad} NaN or infinite entries")
     return array
 
 
 def _check_labels(labels, name: str, n: int) -> None:
-    if labels is not None and len(labels) != n:
+    """``labels`` is None or a sequence (list, tuple, range, 1-D array) of ``n`` labels."""
+    import numpy as np
+
+    if labels is None:
+        return
+    sequence = isinstance(labels, Sequence) and not isinstance(labels, (str, bytes))
+    if not (sequence or isinstance(labels, np.ndarray) and labels.ndim == 1):
+        hint = " - use .tolist()" if hasattr(labels, "tolist") else ""
+        raise TypeError(
+            f"{name} must be a sequence of {n} labels, such as a list of str; "
+            f"got {type(labels).__name__}{hint}"
+        )
+    if len(labels) != n:
         raise ValueError(f"{name} must have {n} labels; got {len(labels)}")
+
+
+def _vmax(vmax, **bounds):
+    """``vmax`` as a float (a 0-d tensor is read), checked by ``check_float``; None passes."""
+    import torch
+
+    if isinstance(vmax, torch.Tensor) and vmax.dim() == 0:
+        check_has_values(vmax, "vmax")
+        vmax = vmax.item()
+    if vmax is not None:
+        check_float(vmax, "vmax", **bounds)
+    return vmax
+
+
+def _check_ax(ax) -> None:
+    from matplotlib.axes import Axes
+
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None; got {type(ax).__name__}")
 
 
 def _check_title(title) -> None:
@@ -99,11 +148,18 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
     import matplotlib.pyplot as plt
 
     weights = _to_array(weights, "weights", (2, 3))
+    if weights.min() < 0:
+        raise ValueError(
+            f"weights must be non-negative (attention weights lie in [0, 1]); got min "
+            f"{weights.min():g} - draw signed values with plot_matrix"
+        )
     _check_title(title)
+    _check_ax(ax)
+    vmax = _vmax(vmax, positive=True)
     L, S = weights.shape[-2:]
+    _check_labels(x_tokens, "x_tokens", S)
     if y_tokens is None and x_tokens is not None and len(x_tokens) == L:
         y_tokens = x_tokens
-    _check_labels(x_tokens, "x_tokens", S)
     _check_labels(y_tokens, "y_tokens", L)
     if weights.ndim == 3 and ax is not None:
         raise ValueError("ax draws one heatmap; pass (L, S) weights or leave ax=None for a grid")
@@ -185,12 +241,15 @@ def plot_matrix(
 
     m = _to_array(matrix, "matrix", (2,))
     _check_title(title)
+    _check_ax(ax)
     _check_labels(x_labels, "x_labels", m.shape[1])
     _check_labels(y_labels, "y_labels", m.shape[0])
+    bottom = min(0.0, float(m.min()))
+    vmax = _vmax(vmax, greater_than=bottom)
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.6 * m.shape[1], 0.8 + 0.6 * m.shape[0]))
     top = max(float(m.max()), 1e-9) if vmax is None else float(vmax)
-    norm = mcolors.Normalize(vmin=min(0.0, float(m.min())), vmax=top)
+    norm = mcolors.Normalize(vmin=bottom, vmax=top)
     ax.imshow(m, cmap=cmap, norm=norm)
     for (i, j), value in _cells(m):
         colour = "white" if norm(value) > 0.6 else "black"
@@ -244,8 +303,15 @@ def plot_mask(mask, *, x_labels=None, y_labels=None, ax=None, title=None, text=N
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    allowed = _to_array(mask, "mask", (2,)).astype(int)
+    allowed = _to_array(mask, "mask", (2,))
+    if not ((allowed == 0) | (allowed == 1)).all():
+        raise ValueError(
+            f"mask must hold only True and False (or 1 and 0); got values such as "
+            f"{allowed[(allowed != 0) & (allowed != 1)][0]:g} - use mask.bool() or mask > 0"
+        )
+    allowed = allowed.astype(int)
     _check_title(title)
+    _check_ax(ax)
     L, S = allowed.shape
     _check_labels(x_labels, "x_labels", S)
     _check_labels(y_labels, "y_labels", L)

@@ -20,6 +20,7 @@ from attention import (
     causal_mask,
     document_mask,
     flex,
+    masks,
     prefix_lm_mask,
     scaled_dot_product_attention,
     sliding_window_mask,
@@ -214,5 +215,83 @@ def test_softcap_bounds_the_scores():
     ],
 )
 def test_bad_input(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+# --- the mask_mods are the predicates of attention.masks -----------------------------------
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_mask_mods_wrap_the_masks_predicates_with_the_offset(offset):
+    b, h = torch.tensor(0), torch.tensor(1)  # unused by every mask_mod here
+    q, k = torch.arange(4)[:, None], torch.arange(4 + offset)
+    assert torch.equal(flex.causal(b, h, q, k), masks.causal(q, k))
+    expected = masks.sliding_window(2)(q + offset, k)
+    assert torch.equal(flex.sliding_window(2, offset=offset)(b, h, q, k), expected)
+    assert torch.equal(flex.prefix_lm(2)(b, h, q, k), masks.prefix_lm(2)(q, k))
+    doc_ids = torch.tensor([0, 0, 1, 1, 1, 2, 2])
+    same = masks.document(doc_ids)(q, k)
+    assert torch.equal(flex.document(doc_ids=doc_ids)(b, h, q, k), same)
+    assert torch.equal(flex.document(doc_ids=doc_ids, causal=True)(b, h, q, k), same & (k <= q))
+
+
+# --- hardening ------------------------------------------------------------------------------
+
+
+def test_document_mask_mod_says_how_many_tokens_it_covers():
+    # A mask_mod cannot know the shape it will be used on: it says what it covers, and a
+    # longer sequence ends in torch's IndexError, as its docstring says.
+    mask_mod = flex.document([2, 2])
+    assert mask_mod.length == 4
+    assert flex.document(doc_ids=torch.zeros(3, 5, dtype=torch.long)).length == 5
+    with pytest.raises(IndexError):
+        _grid(mask_mod, 8, 8)
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda: flex.softcap(math.inf), ValueError, r"cap must be finite; got inf"),
+        (lambda: flex.softcap(math.nan), ValueError, r"cap must be finite; got nan"),
+        (lambda: flex.softcap(True), TypeError, r"cap must be a float; got bool"),
+        (
+            lambda: flex.document(torch.tensor([2, 1], dtype=torch.uint8)),
+            TypeError,
+            r"lengths must be an int64 or int32 tensor; got torch.uint8",
+        ),
+        (
+            lambda: flex.document(torch.tensor([2, 1], device="meta")),
+            ValueError,
+            r"lengths must hold values; got a tensor on the meta device",
+        ),
+        (lambda: flex.document([2, True]), TypeError, r"lengths must hold ints, not bools"),
+        (
+            lambda: flex.document(doc_ids=torch.tensor([0, 1], dtype=torch.uint8)),
+            TypeError,
+            r"doc_ids must be an int64 or int32 tensor; got torch.uint8",
+        ),
+        (
+            lambda: flex.document(doc_ids=torch.tensor([0, 1], device="meta")),
+            ValueError,
+            r"doc_ids must hold values",
+        ),
+        (
+            lambda: flex.document([1], device="bogus"),
+            ValueError,
+            r"device must name a device such as 'cpu'; got 'bogus'",
+        ),
+        (
+            lambda: flex.document([1], device=torch.float32),
+            TypeError,
+            r"device must be a torch.device or a str; got torch.float32",
+        ),
+        (lambda: flex.sliding_window(2**70), ValueError, r"window must fit in int64"),
+        (lambda: flex.sliding_window(2, offset=2**64), ValueError, r"offset must fit in int64"),
+        (lambda: flex.prefix_lm(True), TypeError, r"prefix must be an int; got bool"),
+        (lambda: flex.alibi(2, offset=2**64), ValueError, r"offset must fit in int64"),
+    ],
+)
+def test_bad_input_refused_when_the_mod_is_built(build, error, match):
     with pytest.raises(error, match=match):
         build()

@@ -205,3 +205,38 @@ def test_from_torch_masks_rejects_what_has_no_bool_equivalent(
 ):
     with pytest.raises(error, match=match):
         from_torch_masks(attn_mask, key_padding_mask)
+
+
+# --- hardening: inputs without values, complex lengths -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lengths, error, match",
+    [
+        (torch.tensor([1, 2], device="meta"), ValueError, r"lengths must hold values; got .*meta"),
+        (torch.tensor([1j]), TypeError, r"lengths must be a 1-D integer tensor.*complex64"),
+    ],
+    ids=["meta", "complex"],
+)
+def test_padding_mask_refuses_lengths_without_integer_values(lengths, error, match):
+    with pytest.raises(error, match=match):
+        padding_mask(lengths, 4)
+
+
+def test_padding_mask_still_reads_small_integer_dtypes():
+    lengths = torch.tensor([3, 1], dtype=torch.uint8)
+    assert torch.equal(padding_mask(lengths, 4), padding_mask([3, 1], 4))
+
+
+def test_from_torch_masks_refuses_a_float_mask_without_values():
+    # A bool mask on meta converts (~mask needs no values); a float one must be read.
+    assert from_torch_masks(torch.ones(2, 2, dtype=torch.bool, device="meta")).device.type == "meta"
+    with pytest.raises(ValueError, match=r"attn_mask must hold values; got .*meta"):
+        from_torch_masks(torch.zeros(2, 2, device="meta"))
+
+
+@pytest.mark.parametrize("converter", [to_torch_attn_mask, to_torch_key_padding_mask])
+def test_converters_refuse_a_mask_that_is_not_a_tensor(converter):
+    # A list used to fail with an AttributeError (no .shape).
+    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor .*; got list"):
+        converter([[True, False]])

@@ -232,3 +232,83 @@ def test_alibi_bad_input(args, error, match):
 def test_alibi_slopes_bad_input():
     with pytest.raises(ValueError, match=r"num_heads must be at least 1; got -3"):
         alibi_slopes(-3)
+
+
+# --- hardening ------------------------------------------------------------------------------
+
+
+def test_positional_encoding_refuses_an_input_on_another_device():
+    pe = PositionalEncoding(8, max_len=4)
+    with pytest.raises(ValueError, match=r"x must be on the module's device \(.*\); got meta"):
+        pe(torch.zeros(1, 2, 8, device="meta"))
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.bool, torch.complex64])
+def test_positional_encoding_refuses_a_non_floating_input(dtype):
+    with pytest.raises(TypeError, match=r"x must be a floating-point tensor"):
+        PositionalEncoding(8, max_len=4)(torch.zeros(1, 2, 8, dtype=dtype))
+
+
+@pytest.mark.parametrize("base", [math.inf, math.nan, -math.inf])
+def test_rope_refuses_a_base_that_is_not_finite(base):
+    # base=inf used to give theta = 0 for every pair but the first: no rotation at all.
+    with pytest.raises(ValueError, match=rf"base must be finite; got {base}"):
+        RotaryEmbedding(4, base=base)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"dtype": torch.long}, TypeError, r"dtype must be a floating-point dtype; got .*int64"),
+        ({"dtype": torch.bool}, TypeError, r"dtype must be a floating-point dtype; got torch.bool"),
+        ({"dtype": "float32"}, TypeError, r"dtype must be a torch.dtype .*; got 'float32'"),
+        ({"device": "bogus"}, ValueError, r"device must name a device such as 'cpu'; got 'bogus'"),
+        ({"offset": 2**70}, ValueError, r"offset must fit in int64 \(below 2\*\*63\)"),
+    ],
+)
+def test_rope_angles_refuse_bad_input(kwargs, error, match):
+    # angles(dtype=torch.long) used to compute in the default float dtype, ignoring it.
+    with pytest.raises(error, match=match):
+        RotaryEmbedding(4).angles(2, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"dtype": torch.long}, TypeError, r"dtype must be a floating-point dtype; got .*int64"),
+        ({"dtype": torch.complex64}, TypeError, r"dtype must be a floating-point dtype"),
+        ({"dtype": "float32"}, TypeError, r"dtype must be a torch.dtype .*; got 'float32'"),
+        ({"device": "bogus"}, ValueError, r"device must name a device such as 'cpu'; got 'bogus'"),
+        ({"device": torch.float16}, TypeError, r"device must be a torch.device or a str"),
+    ],
+)
+def test_alibi_bias_refuses_a_bad_dtype_or_device(kwargs, error, match):
+    # dtype=torch.long used to give an all-zero bias; dtype="float32" was read as a device.
+    with pytest.raises(error, match=match):
+        alibi_bias(2, 3, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: alibi_bias(2, 2**70), r"L must fit in int64"),
+        (lambda: alibi_bias(2, 3, 2**64), r"S must fit in int64"),
+        (lambda: RotaryEmbedding(4, max_len=2**70), r"max_len must fit in int64"),
+    ],
+)
+def test_sizes_beyond_int64_are_refused(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+@pytest.mark.parametrize("embed_dim", [8, 7])
+def test_positional_encoding_follows_the_sinusoid_formula(embed_dim):
+    pe = PositionalEncoding(embed_dim, max_len=20)
+    x = randn(2, 11, embed_dim)
+    table = torch.zeros(11, embed_dim, dtype=torch.float64)
+    for p in range(11):
+        for i in range(embed_dim):
+            angle = p / 10000 ** (2 * (i // 2) / embed_dim)
+            table[p, i] = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+    # The table is computed in float32 and cast, so compare at float32 precision.
+    assert_close(pe(x), x + table, atol=1e-5, rtol=1e-5)

@@ -160,3 +160,141 @@ def test_plot_mask_colours_allowed_and_blocked_cells_and_writes_text():
 def test_plot_matrix_and_plot_mask_reject_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# --- hardening: every bad input gets a clear error before anything is drawn ----------------
+
+_W = torch.rand(3, 3)
+_MASK = torch.ones(3, 3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    "vmax, error, match",
+    [
+        ("1", TypeError, r"vmax must be a float; got str"),
+        (True, TypeError, r"vmax must be a float; got bool"),
+        (torch.ones(2), TypeError, r"vmax must be a float; got Tensor"),
+        (float("nan"), ValueError, r"vmax must be finite; got nan"),
+        (float("inf"), ValueError, r"vmax must be finite; got inf"),
+        (0.0, ValueError, r"vmax must be positive; got 0.0"),
+        (-1, ValueError, r"vmax must be positive; got -1"),
+    ],
+)
+def test_plot_attention_refuses_a_vmax_that_is_not_a_positive_number(vmax, error, match):
+    # vmax="1" used to draw (float("1")), and NaN drew a blank figure.
+    with pytest.raises(error, match=match):
+        plot_attention(_W, vmax=vmax)
+
+
+@pytest.mark.parametrize(
+    "vmax, error, match",
+    [
+        ("2", TypeError, r"vmax must be a float; got str"),
+        (float("nan"), ValueError, r"vmax must be finite; got nan"),
+        (-1.0, ValueError, r"vmax must be greater than -0.5; got -1.0"),
+    ],
+)
+def test_plot_matrix_refuses_a_bad_vmax(vmax, error, match):
+    with pytest.raises(error, match=match):
+        plot_matrix(torch.tensor([[-0.5, 1.0]]), vmax=vmax)
+
+
+def test_vmax_may_be_a_number_of_any_kind_or_a_0d_tensor():
+    import numpy as np
+
+    for vmax in (1, np.float32(1.0), torch.tensor(1.0)):
+        assert plot_attention(_W, vmax=vmax).axes[0].images[0].get_clim() == (0.0, 1.0)
+        assert plot_matrix(_W, vmax=vmax).axes[0].images[0].get_clim() == (0.0, 1.0)
+
+
+_NOT_LABELS = [3, 3.0, "abc", torch.arange(3), {"a", "b", "c"}, {0: "a", 1: "b", 2: "c"}]
+_NOT_LABELS_IDS = ["int", "float", "str", "tensor", "set", "dict"]
+_LABELLED = {
+    "plot_attention-x_tokens": lambda v: plot_attention(_W, x_tokens=v),
+    "plot_attention-y_tokens": lambda v: plot_attention(_W, y_tokens=v),
+    "plot_matrix-x_labels": lambda v: plot_matrix(_W, x_labels=v),
+    "plot_matrix-y_labels": lambda v: plot_matrix(_W, y_labels=v),
+    "plot_mask-x_labels": lambda v: plot_mask(_MASK, x_labels=v),
+    "plot_mask-y_labels": lambda v: plot_mask(_MASK, y_labels=v),
+}
+
+
+@pytest.mark.parametrize("labels", _NOT_LABELS, ids=_NOT_LABELS_IDS)
+@pytest.mark.parametrize("draw", _LABELLED.values(), ids=_LABELLED.keys())
+def test_labels_must_be_a_sequence_of_labels(draw, labels):
+    # x_tokens=3 used to fail in len(), "abc" drew one letter per key, a tensor drew
+    # "tensor(0)", a set drew in no particular order.
+    with pytest.raises(TypeError, match=r"(x|y)_(tokens|labels) must be a sequence of 3 labels"):
+        draw(labels)
+
+
+@pytest.mark.parametrize("labels", [("a", "b", "c"), range(3), [1, 2, 3]], ids=str)
+def test_labels_may_be_any_sequence(labels):
+    # range(S) labels the keys by position on the masks page.
+    shown = plot_mask(_MASK, x_labels=labels).axes[0].get_xticklabels()
+    assert [t.get_text() for t in shown] == [str(label) for label in labels]
+
+
+def test_plot_mask_text_must_be_a_sequence_of_strings():
+    with pytest.raises(TypeError, match=r"text must be a sequence of 2 labels.*got str"):
+        plot_mask(torch.ones(1, 2, dtype=torch.bool), text="ab")
+
+
+_DRAWN = {
+    "plot_attention": (plot_attention, "weights"),
+    "plot_matrix": (plot_matrix, "matrix"),
+    "plot_mask": (plot_mask, "mask"),
+}
+_BAD_VALUES = [
+    (torch.rand(2, 2, device="meta"), ValueError, r"{} must hold values; got .*meta"),
+    (torch.rand(2, 2, dtype=torch.complex64), TypeError, r"{} must be real; got torch.complex64"),
+    (torch.ones(2, 2) + 0j, TypeError, r"{} must be real; got torch.complex64"),
+    (torch.ones(2, 2).numpy() + 0j, TypeError, r"{} must be real; got complex\d+"),
+    ([["a", "b"]], TypeError, r"{} must be a tensor or array of numbers; got list"),
+    ([[1.0, 2.0], [1.0]], TypeError, r"{} must be a tensor or array of numbers; got list"),
+    (None, TypeError, r"{} must be a tensor or array of numbers; got NoneType"),
+    (torch.full((2, 2), float("nan")), ValueError, r"{} must be finite; got 4 NaN or infinite"),
+    (torch.tensor([[0.0, float("inf")]]), ValueError, r"{} must be finite; got 1 NaN or infinite"),
+]
+
+
+@pytest.mark.parametrize(
+    "values, error, match", _BAD_VALUES,
+    ids=["meta", "complex", "complex-sum", "complex-numpy", "strings", "ragged", "none", "nan",
+         "inf"],
+)  # fmt: skip
+@pytest.mark.parametrize("draw, name", _DRAWN.values(), ids=_DRAWN.keys())
+def test_values_that_cannot_be_drawn_are_refused(draw, name, values, error, match):
+    # complex weights used to draw their real part (with a warning), NaN a blank heatmap,
+    # meta tensors failed inside torch.
+    with pytest.raises(error, match=match.format(name)):
+        draw(values)
+
+
+def test_plot_attention_refuses_negative_weights():
+    with pytest.raises(
+        ValueError, match=r"weights must be non-negative.*got min -0.5.*plot_matrix"
+    ):
+        plot_attention(torch.tensor([[1.0, -0.5]]))
+
+
+@pytest.mark.parametrize("mask", [torch.full((2, 2), 0.5), torch.full((2, 2), 2)], ids=str)
+def test_plot_mask_refuses_values_other_than_true_and_false(mask):
+    # 0.5 used to be drawn as blocked, 2 as may attend.
+    with pytest.raises(ValueError, match=r"mask must hold only True and False \(or 1 and 0\)"):
+        plot_mask(mask)
+
+
+@pytest.mark.parametrize("draw", [plot_attention, plot_matrix, plot_mask])
+@pytest.mark.parametrize("ax", ["ax", 1, "figure"])
+def test_ax_must_be_matplotlib_axes(draw, ax):
+    ax = plt.figure() if ax == "figure" else ax
+    with pytest.raises(TypeError, match=r"ax must be a matplotlib Axes or None; got"):
+        draw(_MASK, ax=ax)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.long, torch.bfloat16, torch.float16])
+def test_real_dtypes_are_drawn(dtype):
+    eye = torch.eye(2, dtype=dtype)
+    for draw in (plot_attention, plot_matrix, plot_mask):
+        assert draw(eye).axes
