@@ -12,12 +12,15 @@ from torch import Tensor
 
 
 def check_int(value, name: str, *, minimum: int = 1) -> None:
-    """Check that ``value`` is an int (not a bool) of at least ``minimum``."""
+    """Check that ``value`` is an int (not a bool) of at least ``minimum`` that fits in int64
+    (torch sizes, counts and positions are int64)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int; got {type(value).__name__}")
     if value < minimum:
         expected = "non-negative" if minimum == 0 else f"at least {minimum}"
         raise ValueError(f"{name} must be {expected}; got {value}")
+    if value >= 2**63:
+        raise ValueError(f"{name} must fit in int64 (below 2**63); got {value}")
 
 
 def check_bool(value, name: str) -> None:

@@ -224,10 +224,10 @@ class KVCache:
             >>> keys.shape, cache.length
             (torch.Size([1, 1, 3, 2]), 3)
         """
-        expected = (self.batch_size, self.num_kv_heads, key.shape[2] if key.dim() == 4 else 0,
-                    self.head_dim)  # fmt: skip
         for name, x in (("key", key), ("value", value)):
             check_tensor(x, name, ndim=4)
+        expected = (self.batch_size, self.num_kv_heads, key.shape[2], self.head_dim)
+        for name, x in (("key", key), ("value", value)):
             if tuple(x.shape) != expected:
                 raise ValueError(
                     f"{name} must have shape (N={self.batch_size}, H_kv={self.num_kv_heads}, "

@@ -308,6 +308,9 @@ def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor |
         mask = _allowed(attn_mask, "attn_mask")  # (L, S) or (N*H, L, S)
     if key_padding_mask is not None:
         keys = _allowed(key_padding_mask, "key_padding_mask", ndim=2)  # (N, S)
+        if mask is not None and keys.device != mask.device:
+            where = f"attn_mask's device ({mask.device}); got {keys.device}"
+            raise ValueError(f"key_padding_mask must be on {where}")
         keys = keys[:, None, None, :]  # (N, 1, 1, S)
         if mask is not None and mask.dim() == 3:
             raise ValueError(

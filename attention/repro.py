@@ -244,8 +244,8 @@ def num_threads(n: int):
     """
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n must be an int; got {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"n must be at least 1; got {n}")
+    if not 1 <= n < 2**31:
+        raise ValueError(f"n must be at least 1 (and below 2**31); got {n}")
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

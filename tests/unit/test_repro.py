@@ -113,7 +113,7 @@ def test_num_threads_restores_the_count_even_after_an_error():
         assert torch.get_num_threads() == 1
         raise ZeroDivisionError
     assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match=r"n must be at least 1; got 0"), num_threads(0):
+    with pytest.raises(ValueError, match=r"n must be at least 1 .*; got 0"), num_threads(0):
         pass
     with pytest.raises(TypeError, match=r"n must be an int; got float"), num_threads(1.0):
         pass
