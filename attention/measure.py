@@ -263,7 +263,7 @@ def peak_memory(fn: Callable, *args, device=None, **kwargs) -> int | None:
     _OPEN.append(peak)
     try:
         fn(*args, **kwargs)
-    finally:
-        _OPEN.remove(peak)
+    finally:  # by identity: two running peaks may hold the same number
+        del _OPEN[next(i for i, running in enumerate(_OPEN) if running is peak)]
         peak[0] = max(peak[0], _status_bytes("VmHWM"))
     return peak[0] - before

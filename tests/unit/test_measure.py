@@ -75,3 +75,19 @@ def test_a_measurement_inside_another_keeps_the_outer_one_right():
 
     extra = peak_memory(outer)
     assert inner[0] < 2**24 and extra > 2**25
+
+
+
+def test_closing_an_inner_measurement_leaves_an_equal_outer_one_open(monkeypatch):
+    # Two nested measurements may hold the same running peak (here both 100 bytes when the
+    # inner one closes): the inner one must close itself, not the first equal list.
+    import itertools
+
+    from attention import measure
+
+    readings = itertools.chain([100], itertools.repeat(200))  # VmHWM: 100, then 200
+    monkeypatch.setattr(measure, "_status_bytes", lambda field: next(readings))
+    monkeypatch.setattr(measure, "_reset_resident_peak", lambda: 100)
+    inner = []
+    extra = peak_memory(lambda: inner.append(peak_memory(lambda: None)))
+    assert inner == [100] and extra == 100 and not measure._OPEN
