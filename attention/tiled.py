@@ -189,10 +189,10 @@ def tiled_attention(
     r"""Attention by online softmax over tiles of queries and keys: the (L, S) matrix is never
     built, neither in the forward nor in the backward pass.
 
-    The keys and values are visited ``block_size`` at a time, and the queries ``2**17 //
-    block_size`` rows at a time, so that a tile of scores (128K numbers per head) stays in the
-    processor's caches. Each tile's output and log-sum-exp
-    (:func:`attention.functional.attention_block`) are merged into the running ones
+    The keys and values are visited ``block_size`` at a time, and the queries ``2**16 //
+    block_size`` rows at a time, so that a tile of scores (64K numbers per head, 256 KiB in
+    float32) and its temporaries stay in the processor's caches. Each tile's output and
+    log-sum-exp (:func:`attention.functional.attention_block`) are merged into the running ones
     (:func:`attention.functional.merge_blocks`); at the end the output equals
     :func:`attention.scaled_dot_product_attention`'s. With ``causal=True`` the tiles above the
     diagonal are skipped.
@@ -242,5 +242,7 @@ def tiled_attention(
     positions = {}
     if causal:  # query i sits at position i + S - L, key j at j
         positions = {"q_pos": torch.arange(S - L, S), "k_pos": torch.arange(S)}
-    tile_list = tiles(L, S, max(1, 2**17 // block_size), block_size, **positions)
+    # 128 rows by 512 keys by default: with 8 heads, tiles of 256 rows made a training step
+    # slower and its peak memory larger (benchmarks/README.md, "tiled_attention").
+    tile_list = tiles(L, S, max(1, 2**16 // block_size), block_size, **positions)
     return blockwise_attention(query, key, value, tile_list, scale=scale)

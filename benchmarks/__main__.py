@@ -1,7 +1,11 @@
 """Run the benchmarks: ``python -m benchmarks`` (``make bench``) from the repository root.
 
-    python -m benchmarks              the CPU suite (4 minutes on 2 idle cores); writes
+    python -m benchmarks              the CPU suite (several minutes on 2 idle cores, more
+                                      when FlexAttention compiles on a cold cache); writes
                                       benchmarks/results/cpu-<date>.csv and cpu-<date>.md
+    python -m benchmarks --tiled      only the tiled_attention rows of the CPU suite (inference,
+                                      and forward + backward at L = 1024, 2048, 4096) and their
+                                      goals; writes benchmarks/results/tiled-<date>.csv and .md
     python -m benchmarks --gpu        the GPU suite (needs CUDA; a few minutes); writes
                                       benchmarks/results/gpu-<date>.csv
     python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
@@ -11,14 +15,19 @@
                                       harness runs (with --gpu on a CPU-only machine: the GPU
                                       suite's loops on the CPU); writes nothing without --out.
                                       Its FlexAttention rows run eagerly, without compiling.
+    python -m benchmarks --threads 1  any suite on that many CPU threads (default: torch's, one
+                                      per core); the results record the thread count
 
-Timings are medians; ratios between candidates come from the same run (see
-:mod:`benchmarks.timing`). Nothing here asserts a timing: the goals are reported, met or not.
+Timings are medians of :func:`attention.measure.compare`'s interleaved rounds; ratios between
+candidates come from the same call. Peak memory is :func:`attention.measure.peak_memory` in a
+fresh process per case (:mod:`benchmarks.memory`). Nothing here asserts a timing: the goals are
+reported, met or not.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -42,26 +51,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--generation", action="store_true", help="only the generation (KV cache) rows"
     )
+    parser.add_argument("--tiled", action="store_true", help="only the tiled_attention rows")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, all the cores)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
     parser.add_argument("--min-run-time", type=float, default=0.2, help="CPU: s per round")
     parser.add_argument("--budget-s", type=float, default=420.0, help="GPU: time budget in s")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)  # the provenance and the memory children follow
     if args.gpu:
         return run_gpu(args)
     if args.generation:
         return run_generation(args)
+    if args.tiled:
+        return run_tiled(args)
     return run_flex(args) if args.flex else run_cpu(args)
 
 
 def run_cpu(args) -> int:
     prov = cpu_provenance("CPU suite")
     shapes = cpu.QUICK_SHAPES if args.quick else cpu.SHAPES
-    tiled_case = cpu.QUICK_TILED_CASE if args.quick else cpu.TILED_CASE
     rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
     start = time.monotonic()
     module_rows = cpu.run_modules(shapes, rounds=rounds, min_run_time=min_run_time)
-    tiled_rows = cpu.run_tiled(tiled_case, rounds=rounds, min_run_time=min_run_time)
+    tiled_rows = tiled_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     cp_case = context_parallel.QUICK_CASE if args.quick else context_parallel.CASE
     cp_rows = context_parallel.run_context_parallel(cp_case)
     generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
@@ -83,12 +97,7 @@ def run_cpu(args) -> int:
         "",
         table(module_rows, cpu.MODULE_COLUMNS, markdown=True),
         "",
-        "## tiled_attention",
-        "",
-        f"Extra peak memory: {METHOD}.",
-        "",
-        table(tiled_rows, cpu.TILED_COLUMNS, markdown=True),
-        "",
+        *tiled_section(tiled_rows),
         "## Context parallelism",
         "",
         f"Every strategy of attention.distributed on 1, 2 and 4 local gloo processes, "
@@ -160,6 +169,56 @@ def flex_section(rows: list[dict], args) -> list[str]:
     ]
 
 
+def tiled_rows_of(args, *, rounds: int, min_run_time: float) -> list[dict]:
+    """tiled_attention against SDPA and the reference: inference, then training steps."""
+    quick = args.quick
+    rows = cpu.run_tiled(
+        cpu.QUICK_TILED_CASE if quick else cpu.TILED_CASE, rounds=rounds, min_run_time=min_run_time
+    )
+    return rows + cpu.run_tiled_training(
+        cpu.QUICK_TRAINING_SHAPE if quick else cpu.TRAINING_SHAPE,
+        cpu.QUICK_TRAINING_LENGTHS if quick else cpu.TRAINING_LENGTHS,
+        rounds=rounds,
+        min_run_time=min_run_time,
+    )
+
+
+def tiled_section(rows: list[dict]) -> list[str]:
+    """The Markdown section of the tiled_attention rows."""
+    return [
+        "## tiled_attention",
+        "",
+        "float32. `inference`: one call under `torch.inference_mode()`; `training`: one forward "
+        "and backward pass to the queries, keys and values (a fixed random gradient of the "
+        "output). The three paths are timed in the same rounds; `time / sdpa` is the ratio of "
+        "the medians, `per round` the lowest and highest ratio over the rounds. GFLOP/s: "
+        "4 N H L S D for a forward pass, 3.5 times that for a training step (FlashAttention-2's "
+        "count). `math` (SDPA's math backend) is measured for memory only. "
+        f"Extra peak memory: {METHOD}; for a training step it includes the three gradients "
+        "returned.",
+        "",
+        table(rows, cpu.TILED_COLUMNS, markdown=True),
+        "",
+    ]
+
+
+def run_tiled(args) -> int:
+    """Only the tiled_attention rows and their goals: ``python -m benchmarks --tiled``."""
+    prov = cpu_provenance("tiled_attention rows")
+    rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
+    start = time.monotonic()
+    rows = tiled_rows_of(args, rounds=rounds, min_run_time=min_run_time)
+    elapsed = time.monotonic() - start
+    text = [
+        *heading("tiled_attention", prov, f"{rounds} interleaved rounds", elapsed),
+        *tiled_section(rows),
+        *goals_section(args, lambda: cpu.tiled_goals(rows)),
+    ]
+    print("\n".join(text[2:]))
+    record(args, "tiled", cpu.FIELDS, prov, rows, text)
+    return 0
+
+
 def cpu_provenance(what: str) -> dict:
     """The CPU run's provenance, printed in one line that names ``what`` runs."""
     prov = provenance(torch.device("cpu"))
@@ -171,15 +230,17 @@ def cpu_provenance(what: str) -> dict:
 
 
 def heading(suite: str, prov: dict, medians_of: str, elapsed: float, note: str = "") -> list[str]:
-    """The title and provenance lines of a suite's Markdown results."""
+    """The title and provenance lines of a suite's Markdown results (written after the run:
+    the load average of its end is read here)."""
     spent = f"{elapsed:.0f} s in all" + (f", {note}" if note else "")
+    ended = f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "-"
     return [
         f"# {suite} benchmark, {prov['date']}",
         "",
         f"{prov['device']}, {prov['threads']} threads of {prov['cpu_count']} CPUs, torch "
         f"{prov['torch']}, attention {prov['attention']}, Python {prov['python']}, float32. "
         f"Medians of {medians_of}; {spent}; 1-minute load average {prov['load_1min']} when "
-        "the run started.",
+        f"the run started, {ended} when it ended.",
         "",
     ]
 

@@ -2,7 +2,7 @@
 
 For each sequence length L, at N = 1, H = 4, D = 64, float32, a causal sliding window of
 ``WINDOW`` keys computed four ways, timed in the same interleaved rounds
-(:func:`benchmarks.timing.interleaved`):
+(:func:`attention.measure.compare`):
 
 - ``sdpa mask``: ``F.scaled_dot_product_attention`` with the equivalent bool mask
   (:func:`attention.sliding_window_mask`), PyTorch's own kernel and the baseline of every ratio;
@@ -12,15 +12,12 @@ For each sequence length L, at N = 1, H = 4, D = 64, float32, a causal sliding w
 - ``sdpa causal``: ``is_causal=True``, full causal attention, for the cost of the whole triangle.
 
 The compile (one per L, since ``dynamic=False`` specialises the kernel to the shapes) is timed
-too, with whether inductor's FX graph cache already held the kernel. Page 17 compiles the same
-call at the same shapes, so after a run of this suite its build finds the kernel in the cache.
-All four outputs are checked against the bool-mask SDPA before timing.
+too, with whether inductor's FX graph cache already held the kernel. All four outputs are checked
+against the bool-mask SDPA before timing.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 import warnings
 
@@ -30,8 +27,10 @@ from torch import Tensor
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import flex, sliding_window_mask
+from attention.measure import compare
 
-from .timing import attention_flops, interleaved
+from .report import timing_cells
+from .workload import attention_flops
 
 LENGTHS = (1024, 2048, 4096)
 QUICK_LENGTHS = (256,)
@@ -103,7 +102,7 @@ def run_flex(
         for L in lengths:
             torch.manual_seed(0)
             cases, info = window_cases(N, H, L, D, window, compiled=compiled)
-            timings = interleaved(cases, rounds=rounds, min_run_time=min_run_time)
+            timings = compare(cases, rounds=rounds, min_run_time=min_run_time)
             window_pairs = sum(min(i + 1, window) for i in range(L))
             for name, t in timings.items():
                 causal = name == "sdpa causal"
@@ -117,7 +116,7 @@ def run_flex(
                         "mode": "inference",
                         "dtype": "float32",
                         **dict(N=N, L=L, S=L, E=H * D, H=H, D=D),
-                        **t.cells(),
+                        **timing_cells(t),
                         "gflop": flops / 1e9,
                         "dense_gflop": attention_flops(N, H, L, L, D) / 1e9,
                         "ratio_to_sdpa": t.median / timings[BASELINE].median,
@@ -141,31 +140,3 @@ COLUMNS = [
     ("cache_hit", "cache hit"),
 ]
 FIELDS = ["dense_gflop", "sparsity", "compile_s", "cache_hit"]
-
-
-def compile_job(L: int, H: int, D: int, window: int) -> None:
-    """Page 17's compile job, run as ``python -m benchmarks.flex L H D WINDOW``.
-
-    Compiles the window as this suite does (same call, same shapes: a run of ``make bench``
-    leaves the kernel in inductor's cache for it), prints the compile's time as a JSON line,
-    then waits for a line on stdin, so that the page's own timings do not share the CPU
-    with this one, and prints the median times of the compiled window and of SDPA's causal
-    kernel, one thread each."""
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(1, H, L, D) for _ in range(3))  # (1, H, L, D)
-    compiled, info = compile_window(q, k, v, window)
-    print(json.dumps(info), flush=True)
-    if not sys.stdin.readline():  # the page is ready; or it is gone
-        return
-    torch.set_num_threads(1)
-    cases = {
-        "flex": compiled,
-        "causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-    }
-    with torch.no_grad():
-        timings = interleaved(cases, rounds=3, min_run_time=0.2)
-    print(json.dumps({name: t.median * 1e3 for name, t in timings.items()}), flush=True)
-
-
-if __name__ == "__main__":
-    compile_job(*(int(arg) for arg in sys.argv[1:5]))

@@ -4,7 +4,8 @@ Run on a machine with a CUDA GPU (one call, a few minutes)::
 
     python -m benchmarks --gpu                 # writes benchmarks/results/gpu-<date>.csv
 
-What it measures, every figure from CUDA events after a warm-up (:func:`timing.cuda_times`):
+What it measures, every figure from CUDA events after a warm-up
+(:func:`attention.measure.time_it` on the GPU):
 
 - ``matmul``: a square (8192, 8192) product in each dtype, the roof the other rows are read
   against (``frac_matmul``).
@@ -13,7 +14,8 @@ What it measures, every figure from CUDA events after a warm-up (:func:`timing.c
   path of :mod:`benchmarks.paths`: forward (``fwd``) and forward + backward (``fwd+bwd``, SDPA's
   backends only). TFLOP/s use FlashAttention-2's count: forward ``4 N H L S D``, halved when
   causal; forward + backward 3.5 times that. ``peak_extra_mib`` is
-  ``torch.cuda.max_memory_allocated`` during one call minus the memory allocated before it.
+  :func:`attention.measure.peak_memory`: ``torch.cuda.max_memory_allocated`` during one call
+  minus the memory allocated before it.
 - ``module``: the CPU suite's four modules in bf16, inference and a training step.
 
 A path that cannot run a case is recorded, not skipped silently: ``status`` is ``unsupported``
@@ -30,17 +32,12 @@ from collections.abc import Callable
 
 import torch
 
+from attention.measure import peak_memory, time_it
+
 from .cpu import modules
 from .paths import attention_path, qkv
-from .timing import (
-    Timing,
-    attention_flops,
-    cuda_times,
-    matmul_case,
-    mha_flops,
-    module_step,
-    summarise,
-)
+from .report import timing_cells
+from .workload import attention_flops, attention_step, matmul_case, mha_flops, module_step
 
 DTYPES = ("bfloat16", "float16")
 HEAD_DIMS = (64, 128)
@@ -89,25 +86,12 @@ def summarised(row: dict) -> bool:
     return (row["impl"], row["mode"]) in {("sdpa", "fwd"), ("sdpa", "fwd+bwd"), ("tiled", "fwd")}
 
 
-def cpu_times(fn: Callable[[], object], *, warmup: int = 1, reps: int = 3) -> Timing:
-    """Wall-clock stand-in for :func:`cuda_times`, used only by the CPU dry run."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return summarise(times)
-
-
 class Runner:
     """Times cases on one device, records their status, and keeps to the time budget."""
 
     def __init__(self, device: torch.device, budget_s: float, write, log):
         self.device, self.deadline = device, time.monotonic() + budget_s
         self.write, self.log = write, log
-        self.timer = cuda_times if device.type == "cuda" else cpu_times
         self.roofs: dict[str, float] = {}  # matmul TFLOP/s per dtype, measured first
 
     def measure(self, row: dict, fn: Callable[[], object], flops: float, roof: float | None):
@@ -115,11 +99,8 @@ class Runner:
         if time.monotonic() > self.deadline:
             return self.write({**row, "status": "budget"})
         try:
-            start = time.perf_counter()
-            extra = self.peak_extra(fn)  # also the first warm-up call
-            first = time.perf_counter() - start
-            reps = int(min(20, max(3, 0.5 / first)))  # about half a second per case
-            t = self.timer(fn, warmup=2 if first > 0.05 else 5, reps=reps)
+            extra = peak_memory(fn, device=self.device)  # also the first warm-up call
+            t = self.time(fn)
         except torch.OutOfMemoryError:
             return self.write({**row, "status": "oom"})
         except RuntimeError as exc:  # no kernel for this backend, dtype or head dim
@@ -133,26 +114,19 @@ class Runner:
             {
                 **row,
                 "status": "ok",
-                **t.cells(),
+                **timing_cells(t),
                 "tflop": flops / 1e12,
                 "tflops": tflops,
                 "matmul_tflops": roof,
                 "frac_matmul": roof and tflops / roof,
-                "peak_extra_mib": extra,
+                "peak_extra_mib": None if extra is None else extra / 2**20,
             }
         )
 
-    def peak_extra(self, fn) -> float | None:
-        """MiB allocated at the peak of one call beyond what was allocated before it."""
-        if self.device.type != "cuda":
-            fn()
-            return None
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        fn()
-        torch.cuda.synchronize()  # the call has finished: its time and its memory are known
-        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    def time(self, fn: Callable[[], object]):
+        """One round of the package's timer: on the GPU, CUDA events around 20 calls after a
+        warm-up of 3, synchronised once; on the CPU (the dry run), a short blocked_autorange."""
+        return time_it(fn, rounds=1, min_run_time=0.01, device=self.device)
 
 
 def run_gpu(device: torch.device, *, budget_s: float, quick: bool, write, log=print) -> None:
@@ -166,7 +140,7 @@ def run_gpu(device: torch.device, *, budget_s: float, quick: bool, write, log=pr
     for dtype_name in DTYPES:
         dtype = getattr(torch, dtype_name)
         fn, flops = matmul_case(matmul_n, device=device, dtype=dtype)
-        t = runner.timer(fn)
+        t = runner.time(fn)
         roofs[dtype_name] = flops / t.median / 1e12
         runner.write(
             {
@@ -176,7 +150,7 @@ def run_gpu(device: torch.device, *, budget_s: float, quick: bool, write, log=pr
                 "mode": "fwd",
                 "dtype": dtype_name,
                 "status": "ok",
-                **t.cells(),
+                **timing_cells(t),
                 "tflop": flops / 1e12,
                 "tflops": roofs[dtype_name],
             }
@@ -216,17 +190,9 @@ def attention_case(runner, path, mode, dtype_name, D, causal, L, tokens, width) 
     fn_path = attention_path(path, causal=causal)
     q, k, v = qkv(N, H, L, L, D, device=runner.device, dtype=dtype)
     flops = attention_flops(N, H, L, L, D, causal=causal)
-    if mode == "fwd":
-        with torch.no_grad():
-            runner.measure(row, lambda: fn_path(q, k, v), flops, runner.roofs[dtype_name])
-        return
-    q, k, v = (x.requires_grad_() for x in (q, k, v))
-    grad = torch.randn_like(q)
-
-    def step():
-        return torch.autograd.grad(fn_path(q, k, v), (q, k, v), grad)
-
-    runner.measure(row, step, 3.5 * flops, runner.roofs[dtype_name])
+    step = attention_step(fn_path, q, k, v, "inference" if mode == "fwd" else "training")
+    work = flops if mode == "fwd" else 3.5 * flops
+    runner.measure(row, step, work, runner.roofs[dtype_name])
 
 
 def module_case(runner, N, L, E, H, mode, roof) -> None:

@@ -3,7 +3,8 @@
 #   1. the GPU, driver, CUDA and torch versions;
 #   2. the unit tests on CUDA (pytest tests/unit --device cuda);
 #   3. the GPU benchmark (python -m benchmarks --gpu --out $OUT --budget-s 300);
-#   4. pages 12, 13 and 15 run on the GPU, their output and figures saved under $OUT/pages.
+#   4. pages 17 (performance), 18 (memory-efficient) and 13 (KV cache) run on the GPU, their
+#      output and figures saved under $OUT/pages.
 # Everything lands in $OUT (default: ./gpu-session-<date>); the log is $OUT/session.log.
 #
 #   bash benchmarks/gpu_session.sh            on a machine with a GPU
@@ -47,7 +48,7 @@ else
 fi
 
 step "4. pages on $device"
-pages=(gallery/12_*.py gallery/13_*.py gallery/15_*.py)
+pages=(17_performance 18_memory_efficient 13_kv_cache_gqa)  # found in any part of gallery/
 timeout $((150 * limit)) $PY -m benchmarks.run_pages --device "$device" --out "$OUT/pages" "${pages[@]}" \
     || status=1
 

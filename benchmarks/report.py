@@ -50,6 +50,12 @@ def provenance(device: torch.device) -> dict[str, str]:
     }
 
 
+def timing_cells(t) -> dict[str, float | int]:
+    """The columns every results row gives an :class:`attention.measure.Timing`: median and IQR
+    in ms, and the number of runs."""
+    return {"median_ms": t.median * 1e3, "iqr_ms": t.iqr * 1e3, "runs": t.runs}
+
+
 def fmt(value, digits: int = 2) -> str:
     """A table cell: floats rounded, ``None`` as a dash."""
     if value is None or value == "":

@@ -60,8 +60,45 @@ def test_generation_alone_writes_its_rows_and_table(tmp_path):
     assert "## Generation with and without the KV cache" in text and "not judged" in text
 
 
+def test_tiled_alone_writes_inference_and_training_rows_with_memory(tmp_path):
+    from benchmarks import cpu
+
+    _run_benchmarks("--tiled", "--quick", "--out", str(tmp_path))
+    (table,) = tmp_path.glob("tiled-*.csv")
+    rows = list(csv.DictReader(table.open()))
+    assert {row["suite"] for row in rows} == {"tiled"}
+    (L,) = cpu.QUICK_TRAINING_LENGTHS
+    training = [row for row in rows if row["mode"] == "training"]
+    assert {(row["impl"], row["L"]) for row in training} == {
+        (path, str(L)) for path in ("sdpa", "tiled", "reference")
+    }
+    inference = {row["impl"] for row in rows if row["mode"] == "inference"}
+    assert inference == {"sdpa", "math", "tiled", "reference"}
+    for row in rows:
+        assert float(row["peak_extra_mib"]) > 0, row
+        for column in PROVENANCE:
+            assert row[column], f"{table.name}: empty {column!r}"
+        if row["impl"] != "math":  # measured for memory only
+            assert float(row["median_ms"]) > 0 and row["ratio_round_min"], row
+    reference = [row for row in rows if row["impl"] == "reference"]
+    assert all(float(row["memory_vs_reference"]) == 1.0 for row in reference)
+    text = table.with_suffix(".md").read_text()
+    assert "## tiled_attention" in text and "not judged" in text
+
+
+def test_memory_child_measures_a_training_step_with_the_package_meter():
+    from benchmarks.memory import peak_extra_bytes
+
+    inference = peak_extra_bytes("reference", 1, 2, 512, 512, 16)
+    training = peak_extra_bytes("reference", 1, 2, 512, 512, 16, backward=True)
+    weights = 2 * 512 * 512 * 4  # one (H, L, S) float32 tensor: 2 MiB
+    # Inference holds the scores and the weights at most; a training step keeps the weights
+    # for the backward and builds their gradient too.
+    assert inference >= weights and training > inference
+
+
 def test_round_ratios_pair_the_rounds():
-    from benchmarks.timing import Timing, round_ratios
+    from attention.measure import Timing, round_ratios
 
     candidate = Timing(0.0, 0.0, 3, round_medians=(2.0, 3.0, 5.0))
     baseline = Timing(0.0, 0.0, 3, round_medians=(1.0, 4.0, 5.0))
@@ -71,7 +108,7 @@ def test_round_ratios_pair_the_rounds():
 
 
 def test_mha_flops_counts_projections_attention_and_recomputation():
-    from benchmarks.timing import mha_flops
+    from benchmarks.workload import mha_flops
 
     N, L, E, H = 2, 16, 8, 2
     projections = 4 * 2 * N * L * E * E  # four (E, E) matmuls on N L rows
@@ -99,21 +136,37 @@ def test_goals_are_judged_from_the_rows():
 
     module_rows = [fused(128, "inference", 1.08, 0.7), fused(2048, "inference", 0.5, 0.75)]
     module_rows.append(fused(2048, "training", 0.9, 0.66))
-    tiled_rows = [
-        {
+
+    def tiled(L, mode, ratio, memory):
+        return {
             "impl": "tiled",
-            "case": "L=4096",
-            "ratio_to_sdpa": 1.4,
-            "memory_vs_reference": 0.02,
-            "peak_extra_mib": 20.0,
+            "case": f"L={L}",
+            "L": L,
+            "mode": mode,
+            "ratio_to_sdpa": ratio,
+            "ratio_round_min": ratio - 0.1,
+            "ratio_round_max": ratio + 0.1,
+            "memory_vs_reference": memory,
+            "peak_extra_mib": None if memory is None else 1000 * memory,
         }
-    ]
-    (speed, speed_ok, speed_numbers), (roof, roof_ok, roof_numbers), *tiled = cpu.goals(
+
+    tiled_rows = [tiled(4096, "inference", 1.4, 0.02), tiled(1024, "training", 3.0, 0.3)]
+    tiled_rows += [tiled(2048, "training", 2.1, 0.2), tiled(4096, "training", 1.9, 0.05)]
+    tiled_rows.append({**tiled(4096, "training", 1.0, 1.0), "impl": "reference"})
+    (speed, speed_ok, speed_numbers), (roof, roof_ok, roof_numbers), *tiled_goals = cpu.goals(
         module_rows, tiled_rows
     )
     assert not speed_ok and "1.08, 1.03-1.13 over the rounds (L=128, inference)" in speed_numbers
     assert not roof_ok and roof_numbers.startswith("inference 75%; training 66% (")
-    assert [ok for _, ok, _ in tiled] == [True, True]
+    # Inference time and memory met; training time judged at L = 2048 (missed), training
+    # memory at the longest L (met), each with its numbers.
+    assert [ok for _, ok, _ in tiled_goals] == [True, True, False, True]
+    assert "2.10x, 2.00-2.20 over the rounds (L=2048)" in tiled_goals[2][2]
+    assert tiled_goals[3][2] == "5.0%: 50 MiB of 1000 MiB (L=4096)"
+    # A memory that could not be measured is reported, never counted as met.
+    unmeasured = tiled(4096, "inference", 1.0, None)
+    (_, time_ok, _), (_, memory_ok, numbers) = cpu.tiled_goals([unmeasured])
+    assert time_ok and not memory_ok and numbers.startswith("not measured")
 
 
 @pytest.mark.cpu_only("runs a page as a script on the CPU")
