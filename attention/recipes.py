@@ -19,7 +19,13 @@ from torch import Tensor, nn
 from ._checks import check_int, check_positive
 from .training import train_classifier, train_lm
 
-__all__ = ["fit_sentiment_classifier", "fit_repeat_model", "trained_once"]
+__all__ = [
+    "fit_sentiment_classifier",
+    "fit_repeat_model",
+    "fit_char_lm",
+    "fit_date_model",
+    "trained_once",
+]
 
 #: Every recipe's result by (recipe, arguments), for the rest of the process.
 TRAINED: dict[tuple, tuple] = {}
@@ -178,4 +184,162 @@ def fit_repeat_model(
         num_kv_heads=num_kv_heads, ffn_dim=64, positions="rotary",
     )  # fmt: skip
     history = train_lm(model, train, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    return model.eval(), history, held_out
+
+
+@trained_once
+def fit_char_lm(
+    *,
+    seed: int = 0,
+    steps: int = 400,
+    batch_size: int = 8,
+    lr: float = 6e-3,
+    eval_every: int = 40,
+) -> tuple[nn.Module, list[dict], tuple[Tensor, Tensor]]:
+    """Train the pages' character-level language model on Python's documentation, with one
+    fixed recipe.
+
+    The corpus of :func:`attention.text.python_docs`, encoded by an
+    :class:`attention.text.CharTokenizer` built from it and split by position (the last 10% for
+    validation, :func:`attention.text.split_by_position`); an :class:`attention.DecoderLM` with
+    3 layers, ``embed_dim=64``, 4 query heads sharing one key/value head, ``ffn_dim=128``,
+    rotary positions, a context of 128 characters and no dropout;
+    :func:`attention.training.train` on random windows of the training text
+    (:func:`attention.text.random_windows`), on one thread so that the number of cores does not
+    change the model. Every ``eval_every`` steps, and after the last, it measures the loss on
+    32 validation windows spread over the validation text. About 20 s on a CPU core; a
+    validation loss near 1.7 nats per character (Python 3.11), against 2.3 for a bigram
+    model.
+
+    Args:
+        seed (int): seeds the model's initialisation and the windows. Default: ``0``.
+        steps (int): optimiser steps. Default: ``400``.
+        batch_size (int): windows of 128 characters per step. Default: ``8``.
+        lr (float): peak learning rate. Default: ``6e-3``.
+        eval_every (int): steps between two measurements of the validation loss.
+            Default: ``40``.
+
+    Shape:
+        - Output: the training and validation ids are :math:`(T_{train})` and :math:`(T_{val})`
+
+    Returns:
+        tuple: the trained model (in eval mode); the per-step history (``step``, ``loss``,
+        ``seconds``, and ``val_loss`` at the measured steps); and the token ids of the
+        training and validation text.
+
+    Examples::
+
+        >>> model, history, (train_ids, val_ids) = fit_char_lm()  # doctest: +SKIP
+        >>> next_token_losses(model, windows(val_ids, 128)).mean() < 2.0  # doctest: +SKIP
+        tensor(True)
+    """
+    from .language_model import DecoderLM
+    from .text import CharTokenizer, python_docs, random_windows, split_by_position, windows
+    from .training import next_token_losses, token_losses, train
+
+    check_int(seed, "seed", minimum=0)
+    check_int(steps, "steps")
+    check_int(batch_size, "batch_size")
+    check_positive(lr, "lr")
+    check_int(eval_every, "eval_every")
+    text = python_docs()
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split_by_position(tokenizer.encode(text))
+    context = 128
+    val_windows = windows(val_ids, context)  # (W, 128), end to end
+    probe = val_windows[:: len(val_windows) // 32][:32]  # (32, 128), spread over the text
+    torch.manual_seed(seed)
+    model = DecoderLM(
+        len(tokenizer), embed_dim=64, num_heads=4, num_kv_heads=1, num_layers=3,
+        max_len=context, ffn_dim=128, positions="rotary",
+    )  # fmt: skip
+
+    def loss_fn(model, batch):
+        logits, _ = model(batch)  # (N, 128, V)
+        return token_losses(logits, batch).mean(), {}
+
+    def after_step(row):
+        if row["step"] % eval_every == 0 or row["step"] == steps:
+            row["val_loss"] = next_token_losses(model, probe).mean().item()
+
+    batches = random_windows(train_ids, context, batch_size=batch_size, seed=seed)
+    history = train(model, batches, loss_fn, steps=steps, lr=lr, after_step=after_step)
+    return model.eval(), history, (train_ids, val_ids)
+
+
+@trained_once
+def fit_date_model(
+    *, seed: int = 0, steps: int = 300, batch_size: int = 128, lr: float = 1e-2
+) -> tuple[nn.Module, list[dict], tuple[Tensor, Tensor]]:
+    """Train the encoder-decoder page's date normaliser, with one fixed recipe.
+
+    ``steps * batch_size`` training examples of :func:`attention.dates.make_dates` (data seed
+    1), each seen once, and 1000 held-out ones (``split="held_out"``, data seed 2): days that no
+    training example shows, in any format. An :class:`attention.Seq2SeqTransformer` with 1
+    encoder and 2 decoder layers, ``embed_dim=64``, 4 heads, ``ffn_dim=128`` and no dropout,
+    sources padded to 32 characters; :func:`attention.training.train` minimises the
+    cross-entropy of every target character (the ten of ``2021-03-03`` and EOS), read with
+    teacher forcing, on one thread so that the number of cores does not change the model.
+
+    Args:
+        seed (int): seeds the model's initialisation and the order of the examples.
+            Default: ``0``.
+        steps (int): optimiser steps. Default: ``300``.
+        batch_size (int): examples per step. Default: ``128``.
+        lr (float): peak learning rate. Default: ``1e-2``.
+
+    Shape:
+        - Output: the held-out sources are :math:`(1000, 32)` and targets :math:`(1000, 12)`
+          token ids (:func:`attention.dates.encode_sources`, :func:`attention.dates.encode_targets`)
+
+    Returns:
+        tuple: the trained model (in eval mode); the per-step history (``step``, ``loss``,
+        ``exact``: the batch's share of targets whose every character the model predicted
+        under teacher forcing, and ``seconds``); and the held-out ``(sources, targets)``.
+
+    Examples::
+
+        >>> model, history, (src, tgt) = fit_date_model()  # doctest: +SKIP
+        >>> out = model.generate(src, 11, bos_id=BOS_ID, eos_id=EOS_ID)  # doctest: +SKIP
+        >>> (out == tgt).all(dim=1).float().mean() > 0.95  # doctest: +SKIP
+        tensor(True)
+    """
+    import torch.nn.functional as F
+
+    from .dates import SOURCE_VOCAB, TARGET_VOCAB, encode_sources, encode_targets, make_dates
+    from .seq2seq import Seq2SeqTransformer
+    from .training import train
+
+    check_int(seed, "seed", minimum=0)
+    check_int(steps, "steps")
+    check_int(batch_size, "batch_size")
+    check_positive(lr, "lr")
+
+    def tensors(examples):
+        return (encode_sources([e.source for e in examples], 32),
+                encode_targets([e.target for e in examples]))  # fmt: skip
+
+    src, tgt = tensors(make_dates(steps * batch_size, seed=1))  # (n, 32), (n, 12)
+    held_out = tensors(make_dates(1000, split="held_out", seed=2))
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(
+        len(SOURCE_VOCAB), len(TARGET_VOCAB), embed_dim=64, num_heads=4,
+        num_encoder_layers=1, num_decoder_layers=2, ffn_dim=128, max_len=32, dropout=0.0,
+    )  # fmt: skip
+    order = torch.randperm(len(src)).view(steps, batch_size)  # (steps, B)
+
+    def batches():
+        for rows in order:
+            source = src[rows]  # (B, 32)
+            width = int((source != 0).sum(dim=1).max())  # the batch's longest source
+            yield source[:, :width], tgt[rows]  # (B, S), (B, 12)
+
+    def loss_fn(model, batch):
+        source, target = batch
+        logits, _ = model(source, target[:, :-1])  # (B, 11, V): every next character
+        loss = F.cross_entropy(logits.flatten(0, 1), target[:, 1:].flatten())
+        exact = (logits.argmax(dim=-1) == target[:, 1:]).all(dim=1).float().mean()
+        return loss, {"exact": exact.item()}
+
+    history = train(model, batches(), loss_fn, steps=steps, lr=lr)
     return model.eval(), history, held_out

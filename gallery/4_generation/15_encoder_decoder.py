@@ -1,0 +1,684 @@
+"""
+An encoder-decoder: cross-attention read as an alignment
+========================================================
+
+.. prerequisites:: 07_transformer_block 12_decoder_induction_heads 13_kv_cache_gqa
+
+Every model so far attends within one sequence. Translation, summarisation and speech
+recognition map one sequence to *another*: an **encoder** reads the source, and a
+**decoder** writes the target one token at a time, its queries attending to the
+encoder's keys and values. This *cross-attention* is where attention began: in
+:cite:t:`bahdanau2015` the decoder of a translation model learns, for each word it
+writes, weights over the source words, and those weights read as an *alignment*
+between the two sentences. This page trains the encoder-decoder Transformer of
+:cite:t:`vaswani2017` on a task made in code, rewriting dates into ISO 8601, and
+measures how far its cross-attention is such an alignment: head by head, layer by layer,
+on the dates it gets right and on those it gets wrong. It also compares greedy decoding
+with beam search.
+
+From the pages it assumes it takes the Transformer block, the causal decoder and its
+key/value cache.
+"""
+
+# %%
+# Setup
+# -----
+
+import torch
+
+from attention.repro import claim, default_device, num_threads, seed_everything
+
+seed = seed_everything()  # ATTENTION_SEED, default 0
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+print(f"torch {torch.__version__} on {device}, seed {seed}")
+
+# %%
+# The task: one date, many ways of writing it
+# -------------------------------------------
+#
+# People write the same day as ``3 March 2021``, ``March 3rd, 21`` or ``Wed
+# 03/03/2021``; ISO 8601 writes it ``2021-03-03``. :mod:`attention.dates` makes the task
+# with Python's :mod:`datetime` and :mod:`random`: ten formats, each a template whose
+# fields (``{d}``, ``{Month}``, ``{yyyy}``, ...) :func:`attention.dates.write_date`
+# fills in, recording which characters spell the year, the month, the day and the
+# weekday. One date in every format, with those characters marked (``y``, ``m``, ``d``,
+# ``w``):
+
+import datetime
+
+from attention.dates import FORMATS, write_date
+
+day = datetime.date(2021, 3, 3)
+for format in FORMATS:
+    text, spans = write_date(day, format)
+    marks = [" "] * len(text)
+    for part, (start, end) in spans.items():
+        marks[start:end] = part[0] * (end - start)
+    print(f"{text:<26} {''.join(marks):<26} {format}")
+
+# %%
+# To write the year, a model must find it in the source, at the start, at the end or in
+# between, as four digits or two; a two-digit year ``yy`` means 20yy below 50 and 19yy
+# from 50 on, so every day from 1950 to 2049 has one written form per format and each
+# written form one day. The month is a name, an abbreviation or a number, and a day or
+# a month written as a number always comes day first. The weekday is a distraction: it
+# says nothing that the rest of the date does not.
+#
+# :func:`attention.dates.split_dates` holds out one day in ten, at random; the held-out
+# examples (:func:`attention.dates.make_dates` with ``split="held_out"``) are days that
+# no training example shows, in any format:
+
+from attention.dates import FIRST_DAY, LAST_DAY, make_dates, split_dates
+
+train_days, held_out_days = split_dates()
+print(
+    f"{len(train_days)} training days and {len(held_out_days)} held-out days, "
+    f"from {FIRST_DAY} to {LAST_DAY}"
+)
+for example in make_dates(4, seed=1):
+    print(f"{example.source:<30} -> {example.target}")
+
+# %%
+# Characters as tokens
+# --------------------
+#
+# The model reads and writes one character at a time. The source has one token per
+# character a format may write, and padding; the target has the eleven characters of
+# ISO 8601 (digits and ``-``), padding, and the tokens that begin and end a sequence
+# (``<bos>``, ``<eos>``). :func:`attention.dates.encode_sources` and
+# :func:`attention.dates.encode_targets` turn text into ids:
+
+from attention.dates import SOURCE_VOCAB, TARGET_VOCAB, encode_sources, encode_targets
+
+print(f"source vocabulary: {len(SOURCE_VOCAB)} tokens; target: {TARGET_VOCAB}")
+print(f"{example.source!r} -> {encode_sources([example.source])[0].tolist()}")
+print(f"{example.target!r} -> {encode_targets([example.target])[0].tolist()}")
+
+# %%
+# The encoder-decoder
+# -------------------
+#
+# :class:`attention.Seq2SeqTransformer` is the model of :cite:t:`vaswani2017`, with the
+# layers of :class:`torch.nn.Transformer` (and equal to it, weight for weight, in the
+# package's tests). The **encoder** is a stack of the Transformer blocks of
+# :ref:`sphx_glr_tutorials_2_building_and_checking_07_transformer_block.py`: the
+# source characters attend to each other (padding excluded), and its output, the
+# *memory*, holds one vector per source character. The **decoder** is a stack of
+# :class:`attention.TransformerDecoderBlock` s, each with three parts: causal
+# self-attention over the target written so far, as in the decoder of
+# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`; then
+# **cross-attention**, whose queries come from the target and whose keys and values
+# come from the memory; then the feed-forward network. The keys and values of the
+# memory are the same at every step of writing the target, so they are computed once per
+# source:
+#
+# .. literalinclude:: ../../../attention/block.py
+#    :language: python
+#    :pyobject: TransformerDecoderBlock.cross_kv
+#
+# and every target position's query is scored against them with the one kernel of the
+# package, the source padding masked out:
+#
+# .. literalinclude:: ../../../attention/block.py
+#    :language: python
+#    :pyobject: TransformerDecoderBlock._cross_attention
+#
+# Cross-attention is the decoder's only view of the source. Its weights over the source,
+# one row per target position, are what the rest of the page reads.
+#
+# Training
+# --------
+#
+# The decoder is trained like the one of
+# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`, with teacher
+# forcing: it reads ``<bos>`` and the true target, and at each position predicts the
+# next character; the loss is the cross-entropy of all eleven (ten characters and
+# ``<eos>``). :func:`attention.recipes.fit_date_model` trains a small model this way: an
+# encoder of one layer, a decoder of two, ``embed_dim=64``, four heads, 300 steps of 128
+# training examples, each seen once, on one CPU thread. It returns the model, its
+# history (``exact``: the batch's share of dates whose every character was predicted
+# under teacher forcing) and 1000 held-out examples:
+
+from attention.recipes import fit_date_model
+from attention.training import count_parameters, format_history
+
+model, history, (src, tgt) = fit_date_model(seed=seed)
+print(
+    f"{len(model.encoder)} encoder and {len(model.decoder)} decoder layers, "
+    f"{count_parameters(model):,} parameters"
+)
+print(format_history(history, every=50, keys=("exact",)))
+
+# %%
+# The held-out examples are :func:`attention.dates.make_dates` ``(1000,
+# split="held_out", seed=2)``; the page keeps them as text, with their spans:
+
+held_out = make_dates(len(src), split="held_out", seed=2)
+assert torch.equal(encode_sources([e.source for e in held_out], src.shape[1]), src)
+model, src = model.to(device), src.to(device)
+
+# %%
+# Held-out accuracy: greedy decoding and beam search
+# --------------------------------------------------
+#
+# At test time there is no true target to read:
+# :meth:`attention.Seq2SeqTransformer.generate` writes one, starting from ``<bos>`` and
+# feeding each character back in, with the decoder's self-attention keys and values in a
+# :class:`attention.KVCache` and the cross-attention's computed once
+# (:meth:`~attention.Seq2SeqTransformer.cross_kv`). *Greedy decoding* takes the most
+# likely character at every step; *beam search* keeps the four most likely partial
+# outputs at every step and returns the finished one of best score, its mean
+# log-probability per token (:mod:`attention.search`). A date counts as right only if
+# all ten characters are (*exact match*). Both run on one thread: the tensors are small,
+# and the result then does not depend on the core count.
+
+from attention.dates import BOS_ID, EOS_ID, decode_target
+
+targets = [e.target for e in held_out]
+with num_threads(1):
+    greedy, greedy_scores = model.generate(
+        src, 11, bos_id=BOS_ID, eos_id=EOS_ID, return_scores=True
+    )  # (N, 12): <bos>, ten characters, <eos>
+    beam, beam_scores = model.generate(
+        src, 11, bos_id=BOS_ID, eos_id=EOS_ID, beam_size=4, return_scores=True
+    )
+greedy_text = [decode_target(row) for row in greedy.cpu()]
+beam_text = [decode_target(row) for row in beam.cpu()]
+pairs = zip(greedy_text, beam_text, targets, strict=True)
+greedy_right, beam_right = torch.tensor([(g == t, b == t) for g, b, t in pairs]).T
+greedy_accuracy, beam_accuracy = greedy_right.float().mean(), beam_right.float().mean()
+print(f"held-out exact match: greedy {greedy_accuracy:.1%}, beam {beam_accuracy:.1%}")
+claim("held-out exact match, greedy", greedy_accuracy, above=0.95)
+claim("held-out exact match, beam search", beam_accuracy, above=0.95)
+
+# %%
+# By format, greedy:
+
+formats = [e.format for e in held_out]
+for format in FORMATS:
+    rows = [n for n, f in enumerate(formats) if f == format]
+    right = greedy_right[rows].float().mean()
+    print(f"{format:<32} {right:7.1%} of {len(rows)}")
+
+# %%
+# Cross-attention as an alignment
+# -------------------------------
+#
+# Run the model once more over the held-out sources and its own greedy outputs, with
+# teacher forcing and ``need_weights=True``, to read the weights it wrote them with.
+# ``weights.cross[layer]`` is :math:`(N, H, T, S)`: row :math:`t` is the query that
+# wrote output character :math:`t` (the input at :math:`t` is the character before it),
+# and its :math:`S` weights over the source sum to 1.
+
+assert greedy.shape[1] == 12  # every source wrote its ten characters and <eos>
+with torch.no_grad(), num_threads(1):
+    _, weights = model(src, greedy[:, :-1], need_weights=True)
+cross = torch.stack(weights.cross, dim=1).cpu()  # (N, layers, H, T, S)
+N, num_layers, H, T, S = cross.shape
+print(f"cross-attention weights {tuple(cross.shape)}: N, layers, H, T, S")
+
+# %%
+# The weights of every head of both decoder layers for one held-out date, written
+# day first, so that ISO 8601's order (year, month, day) runs backwards through it.
+# Source characters run along the bottom (``␣`` a space), the characters the model
+# wrote down the side:
+
+from attention import plot_attention
+
+
+def source_tokens(text):
+    """The characters of ``text`` as heatmap labels, a space shown as ␣."""
+    return ["␣" if c == " " else c for c in text]
+
+
+def written_tokens(row):
+    """The characters a row of outputs wrote, <bos> dropped: the query labels."""
+    return [TARGET_VOCAB[i] for i in row[1:].tolist()]
+
+
+def first_right(format):
+    """The first held-out date in ``format`` that greedy decoding got right."""
+    return next(n for n in range(N) if formats[n] == format and greedy_right[n])
+
+
+n = first_right("the {dth} of {Month} {yyyy}")
+length = len(held_out[n].source)
+fig = plot_attention(
+    cross[n, :, :, :, :length].flatten(0, 1),  # (layers * H, T, S)
+    x_tokens=source_tokens(held_out[n].source),
+    y_tokens=written_tokens(greedy[n]),
+    title=f"Cross-attention of every head writing {held_out[n].target}",
+)
+for panel, axis in enumerate(fig.axes[: num_layers * H]):
+    axis.set_title(f"layer {panel // H + 1}, head {panel % H}")
+    axis.set_xlabel("source character (key)")
+    axis.set_ylabel("written character (query)")
+
+# %%
+# Where the weight of a row sits, it sits on the part of the source that row writes: the
+# year's digits on the year at the end, the month's on the month's name, the day's on
+# ``...th``. The alignment runs from the bottom left to the top right, against the
+# source's order. The rows of the dashes and of ``<eos>``, which no source character
+# determines, look wherever. Layer 2's heads are sharper than layer 1's.
+#
+# Measured, not eyeballed
+# -----------------------
+#
+# For each output digit, the *share* of a head's weight on the source characters that
+# spell its field (the year's four digits on the year, and so on), averaged over the
+# held-out dates; the mean of the four heads of each layer too, and what a head
+# spreading its weight evenly over the source would get:
+
+PARTS = ("year", "month", "day")
+DIGITS = [0, 1, 2, 3, 5, 6, 8, 9]  # output positions of the digits: yyyy-mm-dd
+FIELD = [0, 0, 0, 0, 1, 1, 2, 2]  # the part each of them writes
+in_part = torch.zeros(N, len(PARTS), S)  # 1 on the characters that spell each part
+for row, example in enumerate(held_out):
+    for p, part in enumerate(PARTS):
+        start, end = example.spans[part]
+        in_part[row, p, start:end] = 1.0
+digit_weights = cross[:, :, :, DIGITS]  # (N, layers, H, 8, S)
+on_field = (digit_weights * in_part[:, None, None, FIELD]).sum(-1)  # (N, layers, H, 8)
+share = on_field.mean(0)  # (layers, H, 8)
+head_mean = share.mean(1)  # (layers, 8): the share of the heads' mean weights
+lengths = (src != 0).sum(1).cpu()  # (N,)
+uniform = (in_part[:, FIELD].sum(-1) / lengths[:, None]).mean(0)  # (8,)
+
+from attention import plot_matrix
+
+rows, labels = [], []
+for layer in range(num_layers):
+    for head in range(H):
+        rows.append(share[layer, head])
+        labels.append(f"layer {layer + 1}, head {head}")
+    rows.append(head_mean[layer])
+    labels.append(f"layer {layer + 1}, mean of heads")
+rows.append(uniform)
+labels.append("spread evenly")
+columns = ["y1", "y2", "y3", "y4", "m1", "m2", "d1", "d2"]
+fig = plot_matrix(torch.stack(rows), x_labels=columns, y_labels=labels, vmax=1.0)
+fig.axes[0].set_xlabel("output digit (year y1-y4, month m1-m2, day d1-d2)")
+fig.axes[0].set_title("Share of each output digit's weight on the field it writes")
+fig.set_size_inches(7, 6.2)
+fig.tight_layout()
+
+# %%
+# The layer to read is layer 2: the mean of its heads puts most of each digit's weight
+# on the digit's field, far above the share of a head that spreads its weight evenly
+# (the bottom row), for the month, the day and the year's last two digits. Layer 1 is
+# less aligned. The year's first two digits, ``19`` or ``20``, are the exception in
+# both: a two-digit year does not spell them, and the model works them out from what it
+# reads. As claims, for the mean of layer 2's heads, the weakest digit of each field
+# (the century digits counted apart), and the two layers' shares averaged over the
+# digits:
+
+fields = {
+    "year's last two digits": [2, 3],
+    "month's digits": [4, 5],
+    "day's digits": [6, 7],
+    "year's first two digits": [0, 1],
+}
+weakest = {name: head_mean[1, cols].min().item() for name, cols in fields.items()}
+for name, value in weakest.items():
+    print(f"layer 2, {name}: at least {value:.2f} of the weight on their field")
+layer_share = head_mean.mean(1)  # (layers,)
+print(
+    f"mean over the digits: layer 1 {layer_share[0]:.2f}, layer 2 {layer_share[1]:.2f}"
+)
+claim(
+    "layer 2: share of the last year digits on the year",
+    weakest["year's last two digits"],
+    above=0.0,
+)
+claim(
+    "layer 2: share of the month digits on the month",
+    weakest["month's digits"],
+    above=0.0,
+)
+claim("layer 2: share of the day digits on the day", weakest["day's digits"], above=0.0)
+claim(
+    "layer 2: share of the century digits on the year",
+    weakest["year's first two digits"],
+    above=0.0,
+)
+claim(
+    "share on the field, layer 2 minus layer 1",
+    layer_share[1] - layer_share[0],
+    above=-1.0,
+)
+
+# %%
+# Within the field, each digit finds its character. For the dates whose year has four
+# digits, the weight of each output digit of the year on each of the year's source
+# characters, for the mean of layer 2's heads: the last two digits (rows ``y3``,
+# ``y4``) point at the characters they copy, on the diagonal; the century digits, which
+# the model can infer from the second character as well as read from the first, spread
+# between them.
+
+four = torch.tensor([e.spans["year"][1] - e.spans["year"][0] == 4 for e in held_out])
+start = torch.tensor([e.spans["year"][0] for e in held_out])[four]  # (N4,)
+year_chars = start[:, None] + torch.arange(4)  # (N4, 4): the year's characters
+layer2 = cross[four, 1].mean(1)[:, :4]  # (N4, 4, S): layer 2, heads' mean, year digits
+index = year_chars[:, None, :].expand(-1, 4, -1)  # (N4, 4 digits, 4 characters)
+on_char = layer2.gather(2, index).mean(0)  # (4, 4): digit j's weight on character k
+fig = plot_matrix(
+    on_char,
+    x_labels=["1st", "2nd", "3rd", "4th"],
+    y_labels=["y1", "y2", "y3", "y4"],
+    vmax=1.0,
+    title="Layer 2, mean of heads: the year's digits\non the year's characters",
+)
+fig.axes[0].set_xlabel("character of the year in the source")
+fig.axes[0].set_ylabel("output digit")
+fig.set_size_inches(4.5, 4)
+fig.tight_layout()
+print(
+    f"weight on the character copied: y3 {on_char[2, 2]:.2f}, y4 {on_char[3, 3]:.2f} "
+    f"(over the {int(four.sum())} dates with a four-digit year)"
+)
+claim("layer 2: weight of y3 on the year's 3rd character", on_char[2, 2], above=0.0)
+claim("layer 2: weight of y4 on the year's 4th character", on_char[3, 3], above=0.0)
+
+# %%
+# The same alignment, wherever the format puts the fields: the mean of layer 2's heads
+# for three more held-out dates, on one scale.
+
+import matplotlib.pyplot as plt
+
+shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
+fig, axes = plt.subplots(3, 1, figsize=(7, 11), layout="constrained")
+for axis, format in zip(axes, shown, strict=True):
+    k = first_right(format)
+    length = len(held_out[k].source)
+    plot_attention(
+        cross[k, 1, :, :, :length].mean(0),  # (T, S): layer 2, mean of heads
+        x_tokens=source_tokens(held_out[k].source),
+        y_tokens=written_tokens(greedy[k]),
+        ax=axis,
+        vmax=1.0,
+        title=held_out[k].source,
+    )
+    axis.set_xlabel("source character")
+    axis.set_ylabel("written character")
+fig.suptitle("Layer 2, mean of heads: the alignment follows the format")
+plt.show()
+
+# %%
+# The rows of the year follow the year wherever it stands; in the two-digit year
+# ``yy``, both century digits read the two digits there are.
+#
+# One caution. The keys are not the source characters but the encoder's output at
+# their positions, and the encoder's self-attention has already mixed some of each
+# character's neighbours into it: a weight on a position is a weight on what the encoder
+# put there. The shares above measure where the decoder reads, not which characters the
+# information came from; here, with one encoder layer, the two nearly agree.
+#
+# What averaging over heads hides
+# -------------------------------
+#
+# The share is linear in the weights, so the mean of the heads has the mean of their
+# shares: at the level of fields, averaging loses nothing. What it hides is *which
+# character* each head reads. The share of output digits for which all four heads of a
+# layer put their largest weight on the same source character, and how flat each head's
+# rows are against their mean's (the entropy, in nats, of each row's weights, averaged
+# over the digits and the dates):
+
+peak = digit_weights.argmax(-1)  # (N, layers, H, 8): each head's top source character
+agree = (peak == peak[:, :, :1]).all(dim=2).float().mean(dim=(0, 2))  # (layers,)
+
+
+def entropy(w):
+    """Entropy in nats of each row of weights (last dimension), 0 log 0 = 0."""
+    return -(w * w.clamp_min(1e-12).log()).sum(-1)
+
+
+head_entropy = entropy(digit_weights).mean(dim=(0, 3))  # (layers, H)
+mean_entropy = entropy(digit_weights.mean(2)).mean(dim=(0, 2))  # (layers,)
+for layer in range(num_layers):
+    print(
+        f"layer {layer + 1}: all heads on one character for {agree[layer]:.0%} of the "
+        "digits; entropy of each head "
+        + ", ".join(f"{e:.2f}" for e in head_entropy[layer].tolist())
+        + f", of their mean {mean_entropy[layer]:.2f}"
+    )
+claim("layer 2: digits on which all heads agree", agree[1], below=1.0)
+flatter = mean_entropy[1] - head_entropy[1].max()
+claim("layer 2: entropy of the mean above its flattest head's", flatter, above=-5.0)
+
+# %%
+# In layer 2 the four heads agree on the character for a minority of the digits, and the
+# mean of the heads is flatter than the flattest of them. Each head is a sharper pointer
+# than the mean; they split the reading of a field between them (in the matrix of the
+# year above, the ``y1`` row is a mean of heads that read different characters), and
+# the mean map's smooth blocks are a sum of narrower, disagreeing ones. A heatmap of the
+# heads' mean is the right picture of *where* a layer reads, and the picture of no head.
+#
+# The mistakes
+# ------------
+#
+# The held-out dates greedy decoding got wrong, with their first wrong character marked:
+
+
+def first_difference(a, b):
+    """The first position where the strings ``a`` and ``b`` differ."""
+    return next(
+        t for t, (x, y) in enumerate(zip(a.ljust(10), b, strict=True)) if x != y
+    )
+
+
+wrong = [n for n in range(N) if not greedy_right[n]]
+first_wrong = [first_difference(greedy_text[n], targets[n]) for n in wrong]
+for n, t in list(zip(wrong, first_wrong, strict=True))[:10]:
+    mark = " " * t + "^"
+    print(f"{held_out[n].source:<30} {targets[n]} wrote {greedy_text[n]}\n{mark:>52}")
+print(f"{len(wrong)} of {N} wrong ({max(0, len(wrong) - 10)} more not shown)")
+
+# %%
+# The field of the first wrong character, and whether the source writes that field with
+# fewer characters than ISO 8601 (a day or a month of one digit, a year of two):
+
+from collections import Counter
+
+part_at = dict(zip(DIGITS, (PARTS[f] for f in FIELD), strict=True))  # position: part
+iso_length = {"year": 4, "month": 2, "day": 2}
+kinds = Counter()
+for n, t in zip(wrong, first_wrong, strict=True):
+    part = part_at.get(t, "dash")
+    written = held_out[n].source[slice(*held_out[n].spans.get(part, (0, 0)))]
+    kinds[part, written.isdigit() and len(written) < iso_length.get(part, 0)] += 1
+for (part, fewer), count in sorted(kinds.items()):
+    print(f"{part:<6} {'written short' if fewer else 'written in full':<16} {count}")
+
+# %%
+# The model does not look in the wrong place; it reads the wrong position *inside* the
+# right place. A day written with one digit must become two, ``0`` first, and writing
+# the digit where the ``0`` goes turns ``2`` into ``22``; a year has to be read in
+# order, and ``2003`` read out of order becomes ``2030``. The share on the right field
+# of the row that wrote the first wrong character (the mean of layer 2's heads), against
+# the same row where the date came out right:
+
+layer2_field = on_field[:, 1].mean(1)  # (N, 8): layer 2, heads' mean
+digit_mistakes = [
+    (n, t) for n, t in zip(wrong, first_wrong, strict=True) if t in DIGITS
+]
+at_mistakes = [layer2_field[n, DIGITS.index(t)].item() for n, t in digit_mistakes]
+for t in sorted({t for _, t in digit_mistakes}):
+    column = DIGITS.index(t)
+    here = [v for (_, u), v in zip(digit_mistakes, at_mistakes, strict=True) if u == t]
+    right = layer2_field[greedy_right, column].mean()
+    print(
+        f"output {columns[column]}: {sum(here) / len(here):.2f} at its {len(here)} "
+        f"mistakes, {right:.2f} where the date came out right"
+    )
+mistake_share = sum(at_mistakes) / max(1, len(at_mistakes))
+print(f"all first wrong digits: {mistake_share:.2f} of the weight on the right field")
+claim("layer 2: share on the right field at the mistakes", mistake_share, above=0.0)
+
+# %%
+# One mistake, drawn as the dates above were (the mean of layer 2's heads):
+
+n = wrong[0] if wrong else int(greedy_scores.argmin())  # else: the least sure output
+length = len(held_out[n].source)
+_ = plot_attention(
+    cross[n, 1, :, :, :length].mean(0),
+    x_tokens=source_tokens(held_out[n].source),
+    y_tokens=written_tokens(greedy[n]),
+    vmax=1.0,
+    title=f"{held_out[n].source!r} written {greedy_text[n]} (right: {targets[n]})",
+)
+plt.show()
+
+# %%
+# The wrong row's weight sits on the right field: the alignment is right, the reading
+# of the characters in it is not.
+#
+# Greedy decoding against beam search
+# -----------------------------------
+#
+# Beam search keeps the four partial outputs of highest summed log-probability and ends
+# a hypothesis when ``<eos>`` is among the best candidates. On the held-out dates:
+
+differ = [n for n in range(N) if greedy_text[n] != beam_text[n]]
+fixed = sum(bool(beam_right[n] and not greedy_right[n]) for n in differ)
+broken = sum(bool(greedy_right[n] and not beam_right[n]) for n in differ)
+cut_short = sum(len(beam_text[n]) < 10 for n in differ)
+print(
+    f"{len(differ)} of {N} outputs differ: beam search is right where greedy decoding "
+    f"was wrong {fixed} times, wrong where it was right {broken} times; {cut_short} of "
+    f"the beam's outputs are shorter than a date"
+)
+for n in differ[:6]:
+    print(
+        f"{held_out[n].source:<29} greedy {greedy_text[n]:<10} {greedy_scores[n]:6.3f}"
+        f"   beam {beam_text[n]:<10} {beam_scores[n]:6.3f}"
+    )
+
+# %%
+# The numbers are each output's score, its mean log-probability per token. Where beam
+# search fixes a mistake, it found an output of higher score that greedy decoding passed
+# by: at some step the right character was only second best, and the characters after it
+# were surer. Where it breaks a right output, the beam's output is one that ended early,
+# with a lower score: beam search ends a hypothesis as soon as ``<eos>`` is among the
+# four best candidates and stops when four have ended, so short, unlikely outputs can
+# fill the beam before the likely one is finished (fairseq's rule, which the package
+# follows). A wider beam is not a better search. On a task where the model is this sure
+# of most characters, greedy decoding is as good, and four times cheaper.
+#
+# What to remember
+# ----------------
+#
+# - An encoder-decoder reads the source once into a memory; the decoder's
+#   cross-attention takes its queries from the target and its keys and values from the
+#   memory (computed once per source), and is the decoder's only view of the source.
+# - Trained on date normalisation, cross-attention is an alignment that can be
+#   measured: in layer 2 each output digit puts most of its weight on the field it
+#   writes, wherever the format puts it, and the last digits of the year on the very
+#   characters they copy.
+# - Averaging heads keeps the field-level alignment and hides that the heads split the
+#   characters between them. The mistakes are not misalignments: the model reads the
+#   right field and the wrong position in it.
+# - Beam search is not a better greedy: it can find a higher-scoring output, and it can
+#   end on a short, worse one.
+#
+# API used on this page: :class:`attention.Seq2SeqTransformer`,
+# :class:`attention.TransformerDecoderBlock`, :func:`attention.plot_attention`,
+# :func:`attention.plot_matrix`, :mod:`attention.dates`,
+# :func:`attention.recipes.fit_date_model`, :func:`attention.training.format_history`,
+# :func:`attention.training.count_parameters`, :func:`attention.ablation.head_ablated`,
+# :func:`attention.ablation.mean_head_outputs` and :func:`attention.repro.num_threads`.
+
+# %%
+# Exercises
+# ---------
+#
+# 1. **Remove cross-attention.** Switch off every head of both decoder layers'
+#    cross-attention (mean-ablation: :func:`attention.ablation.head_ablated` with the
+#    heads' means from :func:`attention.ablation.mean_head_outputs`) and decode the
+#    held-out dates again. What is lost, and what is kept?
+# 2. **Swap the day and the month.** Write the held-out dates as ``{Wkd}
+#    {mm}/{dd}/{yyyy}``, the American order, which the model never saw. What does it
+#    write for the dates whose day is 12 or less, and for the others?
+# 3. **Years it never saw.** Write days of 2050 to 2099 with a four-digit year. Does the
+#    model copy the year, or write one it knows?
+#
+# .. solution 1
+#
+# Without cross-attention the decoder cannot see the source and writes nearly the same
+# date for every source: no date comes out right. What is kept is what does not depend
+# on the source, the dashes in their places.
+
+import contextlib
+
+from attention.ablation import head_ablated, mean_head_outputs
+
+with contextlib.ExitStack() as stack, num_threads(1):
+    for block in model.decoder:
+        attn = block.cross_attn
+        means = mean_head_outputs(model, attn, src, greedy[:, :-1])  # (H, D)
+        for head in range(H):
+            stack.enter_context(head_ablated(attn, head, replacement=means[head]))
+    blind = model.generate(src, 11, bos_id=BOS_ID, eos_id=EOS_ID)
+blind_text = [decode_target(row) for row in blind.cpu()]
+blind_exact = sum(o == t for o, t in zip(blind_text, targets, strict=True)) / N
+dashes = sum(o[4:5] + o[7:8] == "--" for o in blind_text) / N
+common, count = Counter(blind_text).most_common(1)[0]
+print(
+    f"without cross-attention: exact match {blind_exact:.1%}; {len(set(blind_text))} "
+    f"different outputs, {common} {count} times; dashes in place {dashes:.0%}"
+)
+claim("exact match without cross-attention", blind_exact, below=1.0)
+
+# %%
+# .. solution 2
+#
+# It reads the first number as the day, as every format of its training does.
+
+us = [write_date(e.date, "{Wkd} {mm}/{dd}/{yyyy}")[0] for e in held_out]
+with num_threads(1):
+    us_out = model.generate(
+        encode_sources(us, S).to(device), 11, bos_id=BOS_ID, eos_id=EOS_ID
+    )
+us_text = [decode_target(row) for row in us_out.cpu()]
+dates = [e.date for e in held_out]
+low = [n for n in range(N) if dates[n].day <= 12 and dates[n].day != dates[n].month]
+exchanged = [f"{dates[n].year}-{dates[n].day:02d}-{dates[n].month:02d}" for n in low]
+as_exchanged = sum(us_text[n] == x for n, x in zip(low, exchanged, strict=True)) / len(
+    low
+)
+as_meant = sum(us_text[n] == targets[n] for n in low) / len(low)
+high = [n for n in range(N) if dates[n].day > 12]
+over_12 = sum(us_text[n][5:7].isdigit() and int(us_text[n][5:7]) > 12 for n in high)
+print(
+    f"day 12 or less ({len(low)} dates): day and month exchanged {as_exchanged:.0%}, "
+    f"as meant {as_meant:.0%}; day over 12 ({len(high)}): a month over 12 in "
+    f"{over_12 / len(high):.0%}"
+)
+claim("American order: day and month exchanged", as_exchanged, above=0.0)
+
+# %%
+# .. solution 3
+
+start = datetime.date(2050, 1, 1)
+late = [start + datetime.timedelta(days=i) for i in range(0, 18262, 37)]  # 2050-2099
+four_digit = [f for f in FORMATS if "{yyyy}" in f]
+late_src = [
+    write_date(d, four_digit[i % len(four_digit)])[0] for i, d in enumerate(late)
+]
+with num_threads(1):
+    late_out = model.generate(
+        encode_sources(late_src, S).to(device), 11, bos_id=BOS_ID, eos_id=EOS_ID
+    )
+late_text = [decode_target(row) for row in late_out.cpu()]
+late_exact = sum(o == d.isoformat() for o, d in zip(late_text, late, strict=True))
+late_year = sum(o[:4] == str(d.year) for o, d in zip(late_text, late, strict=True))
+print(
+    f"{len(late)} dates of 2050-2099: year right {late_year / len(late):.0%}, "
+    f"whole date right {late_exact / len(late):.0%}"
+)
+claim("years 2050-2099: year right", late_year / len(late), above=-1.0)
+
+# %%
+# Next: :ref:`sphx_glr_tutorials_4_generation_16_language_model.py`, a decoder trained
+# on real text.
+
+# sphinx_gallery_thumbnail_number = 3

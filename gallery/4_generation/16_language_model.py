@@ -1,0 +1,745 @@
+"""
+A language model on real text
+=============================
+
+.. prerequisites:: 12_decoder_induction_heads 13_kv_cache_gqa 14_positions
+
+Every model on the earlier pages learned synthetic tokens. This one reads and writes
+real text: a decoder-only language model of the GPT kind :cite:p:`radford2019`, the
+package's :class:`attention.DecoderLM`, trained for a few hundred steps on one CPU core
+to predict Python's reference documentation one character at a time. No data set is
+downloaded: every Python installation carries that documentation in its standard
+library.
+
+The page measures the model against the simplest language models (character frequencies,
+and pairs of characters), samples from it with temperature, top-k and nucleus (top-p)
+sampling :cite:p:`holtzman2020`, reads its attention on a line of documentation, looking
+for the *attention sinks* that large language models form on their first token
+:cite:p:`xiao2023`, and runs it over text several times longer than its context with a
+rolling key/value cache, with and without sink tokens.
+"""
+
+# %%
+# Setup
+# -----
+
+import torch
+
+from attention.repro import claim, default_device, seed_everything
+
+seed = seed_everything()  # ATTENTION_SEED, default 0
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+print(f"torch {torch.__version__} on {device}, seed {seed}")
+
+# %%
+# The corpus: Python's own documentation
+# --------------------------------------
+#
+# ``help("while")`` prints a page of the language reference without reaching the
+# network: the text ships with Python, in the standard library module
+# ``pydoc_data.topics``, a dictionary of topics written out when the release was made.
+# :func:`attention.text.python_docs` joins them, in alphabetical order:
+#
+# .. literalinclude:: ../../../attention/text.py
+#    :language: python
+#    :pyobject: python_docs
+#
+# The text is the same on every machine with the same Python release. Another release
+# documents a slightly different language in a slightly different text, so **every
+# number on this page depends on the Python release that runs it**; the claims the page
+# checks leave room for that. This run:
+
+import platform
+
+from attention.text import python_docs
+
+text = python_docs()
+print(
+    f"Python {platform.python_version()}: {len(text):,} characters, "
+    f"{len(text.split()):,} words, {text.count(chr(10)):,} lines"
+)
+print(text[:520])
+
+# %%
+# English prose with grammar rules and code in it (and, further on, tables): the model
+# will have to learn words, but also indentation and quotes that close.
+#
+# Characters as tokens
+# --------------------
+#
+# The simplest tokenizer gives every character its own id. The vocabulary is fixed
+# once, from the corpus: :class:`attention.text.CharTokenizer` sorts its distinct
+# characters and keeps id 0 for any character outside them (written back as the
+# replacement character ``"\ufffd"``, as Python's ``bytes.decode(errors="replace")``
+# does), so that a prompt with a character the model never saw still encodes:
+#
+# .. literalinclude:: ../../../attention/text.py
+#    :language: python
+#    :pyobject: CharTokenizer.encode
+
+from collections import Counter
+
+from attention.text import CharTokenizer
+
+tokenizer = CharTokenizer(text)
+V = len(tokenizer)
+counts = Counter(text)
+print(f"V = {V} ids: {V - 1} characters and the unknown id")
+print("most common: ", [char for char, _ in counts.most_common(12)])
+print("least common:", [char for char, _ in counts.most_common()[-6:]])
+ids = tokenizer.encode(text)  # (T,) int64
+prompt_text = "π ≈ 3.14, not 3"
+print(f"{prompt_text!r} -> {tokenizer.encode(prompt_text).tolist()}")
+print(f"and back: {tokenizer.decode(tokenizer.encode(prompt_text))!r}")
+assert tokenizer.decode(ids) == text
+# sphinx_gallery_start_ignore
+assert (
+    counts.most_common(1)[0][0] == " " and tokenizer.encode("π ≈")[[0, 2]].eq(0).all()
+)
+# sphinx_gallery_end_ignore
+
+# %%
+# The space is the most common character by far; ``π`` and ``≈`` are not in Python's
+# documentation and became id 0.
+#
+# Training and validation text, and the baselines
+# -----------------------------------------------
+#
+# :func:`attention.text.split_by_position` keeps the last tenth of the text for
+# validation. A split by position, not by random characters: a character drawn at
+# random would sit among training characters, and the model would be measured on
+# passages it has read around it.
+
+from attention.text import split_by_position
+
+train_ids, val_ids = split_by_position(ids, val_fraction=0.1)
+print(f"training: {len(train_ids):,} characters; validation: {len(val_ids):,}")
+print(f"validation starts with {tokenizer.decode(val_ids[:60])!r}")
+
+# %%
+# How good is a loss? Two baselines fix the scale, each measured as the mean
+# cross-entropy of the validation characters, in nats (natural log, the unit of
+# PyTorch's ``cross_entropy``) and in bits per character (divided by :math:`\ln 2`):
+#
+# - **unigram**: every character drawn from the training text's character frequencies,
+#   whatever came before;
+# - **bigram**: the next character drawn from the frequencies of what followed the
+#   current character in the training text, a :math:`V \times V` table of counts.
+#
+# Both add one to every count (Laplace smoothing), so that a pair never seen in training
+# still gets a probability. A model that knows nothing, uniform over the :math:`V` ids,
+# scores :math:`\ln V`.
+
+import math
+
+unigram_counts = torch.bincount(train_ids, minlength=V).double() + 1  # (V,)
+unigram = -(unigram_counts / unigram_counts.sum()).log()[val_ids].mean().item()
+pairs = train_ids[:-1] * V + train_ids[1:]  # (T - 1,): one id per (current, next) pair
+bigram_counts = torch.bincount(pairs, minlength=V * V).double().view(V, V) + 1  # (V, V)
+bigram_table = bigram_counts / bigram_counts.sum(dim=1, keepdim=True)  # rows sum to 1
+bigram = -bigram_table.log()[val_ids[:-1], val_ids[1:]].mean().item()
+baselines = {"uniform": math.log(V), "unigram": unigram, "bigram": bigram}
+for name, nats in baselines.items():
+    print(f"{name:8s} {nats:.3f} nats = {nats / math.log(2):.3f} bits per character")
+
+# %%
+# The model
+# ---------
+#
+# The package's decoder, as on the previous pages: three pre-LN blocks of width 64 with
+# four query heads each, rotary positions (:class:`attention.RotaryEmbedding`), and a
+# context of 128 characters. The four query heads of a layer share one key/value head
+# (multi-query attention, as on
+# :ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`): fewer key and value
+# projections make each training step cheaper, and the cache used at the end four times
+# smaller.
+
+from attention import DecoderLM
+from attention.training import count_parameters
+
+CONTEXT = 128
+torch.manual_seed(seed)
+untrained = DecoderLM(
+    V, embed_dim=64, num_heads=4, num_kv_heads=1, num_layers=3, max_len=CONTEXT,
+    ffn_dim=128, positions="rotary",
+)  # fmt: skip
+print(f"{count_parameters(untrained):,} parameters")
+
+# %%
+# Training on random windows
+# --------------------------
+#
+# The training text is one long sequence of ids, and the model reads 128 at a time.
+# Each step draws a batch of windows that start at random positions
+# (:func:`attention.text.random_windows`), and the model predicts characters 1 to 127
+# of every window from the ones before, with teacher forcing and the causal mask, as on
+# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`:
+#
+# .. literalinclude:: ../../../attention/text.py
+#    :language: python
+#    :pyobject: random_windows
+#
+# :func:`attention.recipes.fit_char_lm` trains this model with the package's one
+# training loop, :func:`attention.training.train` (AdamW, a one-cycle learning rate), on
+# one CPU thread so that the trained model does not depend on the machine's core count.
+# Every 40 steps it measures the loss on 32 validation windows:
+#
+# .. literalinclude:: ../../../attention/recipes.py
+#    :language: python
+#    :pyobject: fit_char_lm
+
+from attention.recipes import fit_char_lm
+from attention.training import format_history
+
+model, history, (recipe_train, recipe_val) = fit_char_lm(seed=seed)
+print(format_history(history, every=40, keys=("val_loss",)))
+# sphinx_gallery_start_ignore
+assert torch.equal(recipe_val, val_ids) and torch.equal(recipe_train, train_ids)
+assert model.config == untrained.config
+# sphinx_gallery_end_ignore
+
+# %%
+# The training loss of every step, and the validation loss every 40 steps, against the
+# baselines:
+
+import matplotlib.pyplot as plt
+
+steps = [row["step"] for row in history]
+measured = [row for row in history if "val_loss" in row]
+fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+training_loss = [row["loss"] for row in history]
+ax.plot(steps, training_loss, color="C0", alpha=0.5, label="training")
+ax.plot(
+    [row["step"] for row in measured],
+    [row["val_loss"] for row in measured],
+    "o-",
+    color="C1",
+    label="validation (32 windows)",
+)
+for (name, nats), style in zip(baselines.items(), (":", "--", "-."), strict=True):
+    ax.axhline(nats, color="gray", linestyle=style, label=f"{name} ({nats:.2f})")
+ax.set_xlabel("training step")
+ax.set_ylabel("cross-entropy (nats per character)")
+ax.set_title("Loss during training, against the baselines")
+ax.legend(loc="upper right")
+plt.show()
+
+# %%
+# The loss falls through the unigram and then the bigram level. On the whole validation
+# text, cut into windows of 128 laid end to end (:func:`attention.text.windows`):
+
+from attention.text import windows
+from attention.training import next_token_losses
+
+model = model.to(device)
+val_windows = windows(val_ids, CONTEXT).to(device)  # (W, 128)
+by_position = next_token_losses(model, val_windows)  # (127,): targets 1..127
+val_loss = by_position.mean().item()
+print(
+    f"validation loss {val_loss:.3f} nats = {val_loss / math.log(2):.3f} bits per "
+    f"character; {bigram - val_loss:.3f} nats below the bigram, "
+    f"{unigram - val_loss:.3f} below the unigram"
+)
+claim("validation loss below the bigram baseline (nats)", bigram - val_loss, above=0.3)
+
+# %%
+# Samples, before and after
+# -------------------------
+#
+# :meth:`attention.DecoderLM.generate` continues a prompt one character at a time, with
+# a key/value cache, each character drawn from the model's distribution
+# (``temperature=1``). Eight continuations of one prompt at once (a batch of eight
+# copies), with the same random numbers before and after training; the first of each is
+# printed. To put a number on "writes words": the share of the sampled words (runs of
+# three letters or more) that occur somewhere in the corpus.
+
+import re
+
+corpus_words = set(re.findall(r"[A-Za-z_]{3,}", text))
+prompt = 'The "while" statement is '
+prompt_ids = tokenizer.encode(prompt)[None].expand(8, -1).to(device)  # (8, 25)
+sampler = torch.Generator(device=device)
+
+
+def continuations(lm, **options):
+    """Eight continuations of the prompt, 80 characters each, as text."""
+    sampler.manual_seed(seed)  # the same random numbers for every setting
+    out = lm.generate(prompt_ids, 80, generator=sampler, **options)  # (8, 25 + 80)
+    return [tokenizer.decode(row[prompt_ids.shape[1] :].cpu()) for row in out]
+
+
+def word_shares(samples):
+    """Share of the words of ``samples`` found in the corpus, and share that repeat a
+    word earlier in the same sample."""
+    known = repeated = total = 0
+    for sample in samples:
+        words = re.findall(r"[A-Za-z_]{3,}", sample)
+        known += sum(word in corpus_words for word in words)
+        repeated += len(words) - len(set(words))
+        total += len(words)
+    return known / max(total, 1), repeated / max(total, 1)
+
+
+samples = {
+    "untrained": continuations(untrained.to(device), temperature=1.0),
+    "trained": continuations(model, temperature=1.0),
+}
+for name, sampled in samples.items():
+    known, _ = word_shares(sampled)
+    print(
+        f"--- {name} (words found in the corpus: {known:.0%}):\n{prompt}{sampled[0]}\n"
+    )
+untrained_loss = next_token_losses(untrained, val_windows[:32]).mean().item()
+print(
+    f"untrained model's validation loss {untrained_loss:.3f}; ln V = {math.log(V):.3f}"
+)
+claim("|untrained loss - ln V| (nats)", abs(untrained_loss - math.log(V)), below=0.2)
+claim(
+    "share of sampled words found in the corpus, untrained",
+    word_shares(samples["untrained"])[0],
+    below=0.05,
+)
+claim(
+    "share of sampled words found in the corpus, trained",
+    word_shares(samples["trained"])[0],
+    above=0.1,
+)
+
+# %%
+# The untrained model draws characters almost uniformly (its loss is that of a uniform
+# draw, :math:`\ln V`), and hardly any of its "words" are words. The trained one writes
+# word-like strings separated by spaces, a share of them real words; what it says means
+# nothing. The topic "while" is in the validation text: the model never read what
+# follows this prompt.
+#
+# Temperature, top-k and top-p
+# ----------------------------
+#
+# Generation draws each character from
+# :func:`attention.language_model.sampling_distribution`: the logits :math:`z` divided
+# by a *temperature* :math:`T` and turned into probabilities,
+#
+# .. math::
+#     p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}},
+#
+# then optionally cut to the ``top_k`` most likely characters, or to the smallest set of
+# most likely characters whose probabilities add up to ``top_p`` (the *nucleus*,
+# :cite:t:`holtzman2020`), and renormalised over what is kept:
+#
+# .. literalinclude:: ../../../attention/language_model.py
+#    :language: python
+#    :pyobject: sampling_distribution
+#
+# :math:`T \to 0` puts all the probability on the most likely character (greedy
+# decoding, ``temperature=0``); :math:`T = 1` samples the model as trained (the trained
+# samples above); :math:`T > 1` flattens the distribution towards uniform. The same
+# prompt and random numbers under five more settings, with the two shares of words over
+# the eight samples of each:
+
+settings = {
+    "greedy (T = 0)": {"temperature": 0.0},
+    "T = 0.5": {"temperature": 0.5},
+    "T = 1": {"temperature": 1.0},
+    "T = 1.5": {"temperature": 1.5},
+    "T = 1, top-k = 5": {"temperature": 1.0, "top_k": 5},
+    "T = 1, top-p = 0.9": {"temperature": 1.0, "top_p": 0.9},
+}
+shares = {}
+for name, options in settings.items():
+    sampled = samples["trained"] if name == "T = 1" else continuations(model, **options)
+    shares[name] = word_shares(sampled)
+    print(f"{name}: {prompt}{sampled[0]!r}")
+print(f"\n{'setting':20s} {'words in the corpus':>20s} {'words repeated':>15s}")
+for name, (known, repeated) in shares.items():
+    print(f"{name:20s} {known:20.0%} {repeated:15.0%}")
+claim(
+    "repeated words, greedy minus T = 1",
+    shares["greedy (T = 0)"][1] - shares["T = 1"][1],
+    above=0.1,
+)
+claim(
+    "words in the corpus, T = 0.5 minus T = 1.5",
+    shares["T = 0.5"][0] - shares["T = 1.5"][0],
+    above=0.1,
+)
+
+# %%
+# Greedy decoding repeats itself: the most likely continuation of a phrase leads back
+# to the phrase, the loop :cite:t:`holtzman2020` call degeneration. A low temperature
+# writes more real words and a high one fewer. Top-k and top-p keep :math:`T = 1` but
+# sample only from the head of the distribution, never from its tail of unlikely
+# characters.
+#
+# What each setting does to the distribution, measured on every next-character
+# prediction in 32 validation windows: the entropy of the distribution sampled from,
+# against the temperature; the probability mass that top-k = 5 keeps; and the number of
+# characters that top-p = 0.9 keeps.
+
+from attention.language_model import sampling_distribution
+
+with torch.no_grad():
+    logits, _ = model(val_windows[:32])  # (32, 128, V)
+logits = logits[:, :-1].reshape(-1, V)  # (32 * 127, V): one prediction per row
+print(f"{len(logits):,} next-character distributions")
+
+
+def entropy_bits(p):
+    """Entropy of each row of probabilities, in bits."""
+    return -(p * p.clamp_min(1e-30).log2()).sum(dim=-1)  # (rows,)
+
+
+temperatures = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
+entropies = [
+    entropy_bits(sampling_distribution(logits, temperature=t)).mean().item()
+    for t in temperatures
+]
+probabilities = sampling_distribution(logits, temperature=1.0)  # (rows, V)
+top5_mass = probabilities.topk(5, dim=-1).values.sum(dim=-1)  # (rows,)
+nucleus = sampling_distribution(logits, temperature=1.0, top_p=0.9)  # (rows, V)
+kept = (nucleus > 0).sum(dim=-1)  # (rows,): characters kept by top-p = 0.9
+assert torch.allclose(nucleus.sum(dim=-1), torch.ones_like(top5_mass))
+assert all(a < b for a, b in zip(entropies, entropies[1:], strict=False))
+print("mean entropy (bits) by temperature:")
+print({t: round(h, 2) for t, h in zip(temperatures, entropies, strict=True)})
+lowest, median = top5_mass.min().item(), top5_mass.median().item()
+print(f"top-k = 5 keeps {lowest:.2f} to {top5_mass.max():.3f} (median {median:.2f})")
+fewest, most = kept.min().item(), kept.max().item()
+print(f"top-p = 0.9 keeps {fewest} to {most} characters (median {kept.median()})")
+claim("fewest characters top-p = 0.9 keeps", fewest, below=2)
+claim("most characters top-p = 0.9 keeps", most, above=20)
+
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.4), layout="constrained")
+axes[0].plot(temperatures, entropies, "o-")
+axes[0].axhline(math.log2(V), color="gray", linestyle=":", label=r"uniform, $\log_2 V$")
+axes[0].set_xlabel("temperature $T$")
+axes[0].set_ylabel("mean entropy (bits)")
+axes[0].set_title("Temperature")
+axes[0].legend(loc="center right")
+axes[1].hist(top5_mass.cpu(), bins=30, color="C1")
+axes[1].set_xlabel("probability mass kept")
+axes[1].set_ylabel("predictions")
+axes[1].set_title("top-k = 5: a fixed count")
+axes[2].hist(kept.cpu(), bins=range(1, most + 2), color="C2")
+axes[2].set_xlabel("characters kept")
+axes[2].set_ylabel("predictions")
+axes[2].set_title("top-p = 0.9: a fixed mass")
+fig.suptitle("What each setting does to the next-character distribution")
+plt.show()
+
+# %%
+# Temperature moves the entropy smoothly, from near-certainty towards uniform. Top-k
+# keeps five characters whatever their mass: where the model hesitates, they hold as
+# little as the minimum printed above, and sampling among them alone distorts the
+# model. Top-p keeps a fixed mass whatever the number of characters: a single one where
+# the next character is nearly certain, tens where it is not. That adaptivity is the
+# argument of :cite:t:`holtzman2020` for the nucleus.
+#
+# Reading the attention on a line of documentation
+# ------------------------------------------------
+#
+# The first line of the validation topic "while", fed to the model on its own: each
+# query attends to itself and the characters before it (spaces drawn as ``␣``). The
+# first layer's four heads:
+
+from attention import plot_attention
+
+line = 'The "while" statement'
+line_ids = tokenizer.encode(line)[None].to(device)  # (1, 21)
+with torch.no_grad():
+    _, line_weights = model(line_ids, need_weights=True)  # 3 layers x (1, H, 21, 21)
+labels = [char.replace(" ", "␣") for char in line]
+title = f"Layer 0: attention on {line!r}"
+fig = plot_attention(line_weights[0][0], x_tokens=labels, title=title, vmax=1.0)
+plt.show()
+
+# %%
+# The diagonal, a query's own character, and the cells just left of it, the characters
+# before, hold much of the weight; the rest is spread over characters further back.
+# How much of each, over many windows, is measured below.
+#
+# Attention sinks, or their absence
+# ---------------------------------
+#
+# :cite:t:`xiao2023` found something a line like this does not show: in the large
+# language models they examined, most heads beyond the first layers put a large share
+# of their weight on the *first* token of the text, whatever that token is, an
+# *attention sink*. The reason is the softmax. Its weights must sum to 1, so a head that
+# finds nothing useful to attend to still has to put its weight somewhere; spread
+# evenly, it would add an average of all the values to the output. The first token is
+# the one key that every query sees, and a head can learn to park its weight there, on
+# a value that adds little, as a way of doing nothing:
+
+scores = torch.tensor([[0.0, 0.0, 0.0, 0.0], [6.0, 0.0, 0.0, 0.0]])  # no match; a sink
+for name, row in zip(("no match", "a sink first"), scores, strict=True):
+    weights = torch.softmax(row, dim=-1)  # (4,)
+    print(f"{name:13s} weights {[round(w, 3) for w in weights.tolist()]}")
+
+# %%
+# Does this model form one? The share of each head's attention that goes to the first
+# position, averaged over 64 validation windows of 128 characters and over the queries
+# from position 32 on (the earlier ones see few keys, and the first query sees only the
+# first), next to what a head that spread its weight evenly would give:
+
+queries = slice(32, CONTEXT)
+with torch.no_grad():
+    _, window_weights = model(val_windows[:64], need_weights=True)  # 3 x (64, H, L, L)
+first_share = torch.stack(
+    [w[:, :, queries, 0].mean(dim=(0, 2)) for w in window_weights]
+)  # (layers, H)
+even_share = (1 / torch.arange(33, CONTEXT + 1, dtype=torch.float64)).mean().item()
+for layer, row in enumerate(first_share.tolist()):
+    print(
+        f"layer {layer}: " + "  ".join(f"head {h} {s:.4f}" for h, s in enumerate(row))
+    )
+print(f"spread evenly: {even_share:.4f}")
+claim(
+    "largest share on the first position / an even spread's",
+    first_share.max() / even_share,
+    below=1.0,
+)
+
+# %%
+# No sink: no head gives the first position more than an even spread would, far from
+# the majority a sink takes. What the heads attend to instead: the share of each head's
+# weight that falls on the :math:`d + 1` nearest keys (the character itself and the
+# :math:`d` before it), against :math:`d`, over the same queries:
+
+offsets = torch.arange(CONTEXT, device=device)  # (L,)
+distance = offsets[:, None] - offsets[None, :]  # (L, L): query position - key position
+nearest = torch.zeros(len(window_weights), 4, 33)  # (layers, H, d = 0..32)
+for layer, w in enumerate(window_weights):
+    for d in range(33):
+        at_d = (distance[queries] == d).to(w.dtype)  # (96, L): one key per query
+        nearest[layer, :, d] = (w[:, :, queries] * at_d).sum(-1).mean(dim=(0, 2)).cpu()
+nearest = nearest.cumsum(dim=-1)  # (layers, H, 33): weight within distance d
+colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]  # colour-blind safe (Okabe-Ito)
+styles = ["-", "--", "-.", ":"]
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.2), sharey=True, layout="constrained")
+for layer, ax in enumerate(axes):
+    for h in range(4):
+        ax.plot(
+            nearest[layer, h], color=colours[h], linestyle=styles[h], label=f"head {h}"
+        )
+    ax.set_xlabel("distance d (characters)")
+    ax.set_title(f"layer {layer}")
+axes[0].set_ylabel("weight on the d + 1 nearest keys")
+axes[0].set_ylim(0, 1.02)
+axes[2].legend(loc="lower right")
+fig.suptitle("How far back the heads look")
+plt.show()
+per_layer = nearest[:, :, 8].mean(dim=1)  # (layers,): mean over the heads
+print("weight on the 9 nearest keys (d = 8), per layer and head, and the layer's mean:")
+for layer, row in enumerate(nearest[:, :, 8].tolist()):
+    print(f"layer {layer}: " + "  ".join(f"{s:.2f}" for s in row), end="")
+    print(f"   mean {per_layer[layer]:.2f}")
+claim(
+    "smallest layer mean of the weight on the 9 nearest keys",
+    per_layer.min(),
+    above=0.4,
+)
+claim(
+    "weight on the 9 nearest keys, layers 1-2 minus layer 0",
+    per_layer[1:].min() - per_layer[0],
+    above=0.0,
+)
+
+# %%
+# The heads look back a few characters: in every layer, on average over its heads, 40%
+# of the weight or more falls on the nine nearest characters, and the first layer
+# reaches furthest back. A model that predicts the next letter has something useful
+# among the last few characters at every position, and this one, trained for seconds,
+# has not made the first character a resting place. Sinks come from training, not from
+# the softmax alone.
+#
+# Streaming past the context
+# --------------------------
+#
+# The model was trained on windows of 128 characters; a text of 512 is four times
+# longer. Three ways to run it:
+#
+# - **restart**: cut the text into windows of 128 that overlap by one character, and
+#   run each on its own: at every cut the model loses its context;
+# - **rolling window**: feed one character at a time through a rolling
+#   :class:`attention.KVCache` (``window=128``) that keeps the keys and values of the
+#   128 most recent characters and drops the oldest;
+# - **window and sinks**: the same with ``sinks=4, window=124``: the keys and values of
+#   the first four characters are never dropped, as in StreamingLLM :cite:p:`xiao2023`.
+#
+# In a rolling cache a key's position is the slot it occupies, so the model never sees
+# a position beyond those it was trained on, and :class:`attention.CausalSelfAttention`
+# rotates the keys after reading them back (rotary positions depend only on the
+# distance between query and key). StreamingLLM's models keep their loss over long
+# texts with four sinks, and lose it with a window alone as soon as the first token
+# leaves the cache. Eight validation texts of 512 characters:
+
+import torch.nn.functional as F
+
+LONG = 4 * CONTEXT
+texts = windows(val_ids, LONG)  # (W, 512), end to end
+texts = texts[:: len(texts) // 8][:8].to(device)  # (8, 512), spread over the text
+
+
+def streamed_losses(lm, texts, *, window, sinks):
+    """Loss of every next character when ``texts`` go through ``lm`` one character at
+    a time, with a rolling cache of ``sinks`` + ``window`` positions."""
+    cache = lm.new_cache(len(texts), window=window, sinks=sinks)
+    losses = []
+    with torch.no_grad():
+        for t in range(texts.shape[1] - 1):
+            logits, _ = lm(texts[:, t : t + 1], cache=cache)  # (N, 1, V)
+            losses.append(
+                F.cross_entropy(logits[:, 0], texts[:, t + 1], reduction="none")
+            )
+    return torch.stack(losses, dim=1).mean(dim=0).cpu()  # (511,): targets 1..511
+
+
+starts = range(0, LONG - CONTEXT + 1, CONTEXT - 1)  # 0, 127, 254, 381
+restart = torch.cat(
+    [next_token_losses(model, texts[:, s : s + CONTEXT]) for s in starts]
+).cpu()  # (508,): targets 1..508
+rolling = streamed_losses(model, texts, window=CONTEXT, sinks=0)
+with_sinks = streamed_losses(model, texts, window=CONTEXT - 4, sinks=4)
+one_pass = next_token_losses(model, texts[:, :CONTEXT]).cpu()  # (127,): no cache
+first_gap = (rolling[: CONTEXT - 1] - one_pass).abs().max().item()
+print(f"targets 1-127, rolling cache vs one pass: largest difference {first_gap:.1e}")
+beyond = slice(CONTEXT, len(restart))  # targets 129..508: the oldest keys are gone
+for name, losses in (
+    ("restart", restart),
+    ("rolling window", rolling),
+    ("window and sinks", with_sinks),
+):
+    print(f"{name:17s} mean loss, targets 129-508: {losses[beyond].mean():.4f}")
+sink_effect = (with_sinks[beyond] - rolling[beyond]).mean().item()
+restart_cost = (restart[beyond] - rolling[beyond]).mean().item()
+print(f"sinks minus window alone: {sink_effect:+.4f} nats")
+print(f"restart minus rolling window: {restart_cost:+.4f} nats")
+claim("rolling cache vs one pass, targets 1-127", first_gap, below=1e-4)
+claim("|sinks minus window alone| (nats)", abs(sink_effect), below=0.05)
+claim("restart minus rolling window (nats)", restart_cost, above=0.0)
+
+# %%
+# The loss along the text, averaged over the eight texts and smoothed over 16
+# characters, and below it the difference each other way makes against the rolling
+# window:
+
+
+def smooth(losses, width=16):
+    """Running mean over ``width`` targets."""
+    return F.avg_pool1d(losses[None, None], width, stride=1)[0, 0]  # (len - width + 1,)
+
+
+fig, (top, bottom) = plt.subplots(
+    2, 1, figsize=(7.5, 5), sharex=True, height_ratios=(3, 2), layout="constrained"
+)
+end = 16 + torch.arange(len(rolling) - 15)  # the last target of each running mean
+top.plot(end, smooth(rolling), color="#e69f00", label="rolling window of 128")
+ways = {"restart every 127": restart, "4 sinks + window of 124": with_sinks}
+for (name, losses), color in zip(ways.items(), ("#0072b2", "#009e73"), strict=True):
+    top.plot(end[: len(losses) - 15], smooth(losses), color=color, label=name)
+    gap = smooth(losses - rolling[: len(losses)])
+    bottom.plot(end[: len(gap)], gap, color=color, label=f"{name} minus rolling")
+for ax in (top, bottom):
+    for cut in starts[1:]:
+        ax.axvline(cut + 1, color="gray", linestyle=":", linewidth=1)
+    ax.axvline(CONTEXT + 1, color="black", linewidth=1)
+bottom.axhline(0, color="gray", linewidth=0.5)
+top.set_ylabel("loss (nats)")
+bottom.set_ylabel("difference (nats)")
+bottom.set_xlabel("target position in the text (the last of the 16 averaged)")
+top.set_title("512 characters through a model trained on 128")
+top.legend(loc="upper right", fontsize="small")
+bottom.legend(loc="upper right", fontsize="small")
+plt.show()
+
+# %%
+# The dotted lines mark the first target after each restart, the black line the first
+# target predicted after the cache dropped a key. Restarting costs loss for a few
+# characters after every cut, where the model starts again from nothing; the rolling
+# cache does not, since it keeps the recent characters the heads read. The sinks make
+# no difference worth the name: this model does not lean on its first token, so it does
+# not miss it when it leaves the cache. StreamingLLM needs sinks because large models
+# have them.
+#
+# What to remember
+# ----------------
+#
+# - A character-level language model is a decoder trained to predict the next
+#   character of random windows of a text. Measure it on text it never read, split off
+#   by position, against the unigram and bigram baselines.
+# - Temperature reshapes the whole distribution; top-k keeps a fixed number of
+#   characters, top-p a fixed probability mass, with as many characters as that takes.
+# - A softmax must put its weight somewhere. Large models park it on the first token,
+#   an attention sink; this small model, trained for seconds, does not: its heads look a
+#   few characters back.
+# - A rolling key/value cache runs a model over text longer than its context. Keeping
+#   the first few positions (sinks) matters for a model that uses them as sinks.
+#
+# API used on this page: :func:`attention.text.python_docs`,
+# :class:`attention.text.CharTokenizer`, :func:`attention.text.split_by_position`,
+# :func:`attention.text.random_windows`, :func:`attention.text.windows`,
+# :class:`attention.DecoderLM`, :func:`attention.recipes.fit_char_lm`,
+# :func:`attention.training.train`, :func:`attention.training.next_token_losses`,
+# :func:`attention.training.format_history`,
+# :func:`attention.language_model.sampling_distribution`,
+# :func:`attention.plot_attention`, :class:`attention.KVCache`.
+#
+# Exercises
+# ---------
+#
+# 1. **Which temperature fits real text?** The model was trained at :math:`T = 1`.
+#    Measure its cross-entropy on the 32 validation windows above with the logits
+#    divided by temperatures from 0.5 to 2: which is lowest?
+# 2. **Sure and unsure.** Find a prediction where top-p = 0.9 keeps a single character,
+#    and the one where it keeps the most, and print the 30 characters before each.
+# 3. **A language model is a compressor.** An arithmetic coder driven by the model would
+#    store the validation text in about ``val_loss / ln 2`` bits per character. How
+#    does that compare with :mod:`lzma` compressing the validation text on its own, and
+#    after the training text (the bytes it adds to the compressed training text)?
+#
+# .. solution 1
+#
+# Training minimises the cross-entropy at :math:`T = 1`, and the held-out text is best
+# predicted at a temperature near 1.
+
+targets = val_windows[:32, 1:].reshape(-1)  # (32 * 127,): the next characters
+grid = [0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
+fit = {t: F.cross_entropy(logits / t, targets).item() for t in grid}
+best = min(fit, key=fit.get)
+print({t: round(loss, 4) for t, loss in fit.items()}, f"lowest at T = {best}")
+claim("temperature that fits the validation text best", best, above=0.7, below=1.4)
+
+# %%
+# .. solution 2
+
+rows_kept = kept.view(32, CONTEXT - 1)  # (windows, targets 1..127)
+one = (rows_kept == 1).nonzero()[0].tolist()  # [window, target - 1]
+most = divmod(int(kept.argmax()), CONTEXT - 1)
+for name, (w, t) in (("one", one), ("most", most)):
+    before = tokenizer.decode(val_windows[w, max(0, t - 29) : t + 1].cpu())
+    print(f"top-p keeps {int(rows_kept[w, t])} ({name}) after {before!r}")
+
+# %%
+# .. solution 3
+
+import lzma
+
+val_text, train_text = tokenizer.decode(val_ids), tokenizer.decode(train_ids)
+alone = len(lzma.compress(val_text.encode())) * 8 / len(val_text)
+together = len(lzma.compress((train_text + val_text).encode()))
+added = (together - len(lzma.compress(train_text.encode()))) * 8 / len(val_text)
+model_bits = val_loss / math.log(2)
+print(
+    f"bits per character: model {model_bits:.2f}, lzma alone {alone:.2f}, "
+    f"lzma after the training text {added:.2f}"
+)
+claim("model minus lzma alone (bits per character)", model_bits - alone, above=0.0)
+
+# %%
+# This model compresses worse than :mod:`lzma`, which copies long repeated stretches
+# (the borders of tables, repeated phrases) from anywhere before; the model sees 128
+# characters and looks a few back.
+#
+# Next: how fast attention runs, and what it costs, in
+# :ref:`sphx_glr_tutorials_5_scale_17_performance.py`.
+
+# sphinx_gallery_thumbnail_number = 1
