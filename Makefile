@@ -3,15 +3,20 @@
 #
 #   make html     build the site into build/html (runs the changed gallery scripts)
 #   make test     lint, unit tests and doctests, a clean build running every example,
-#                 then the build-behaviour and built-site tests
+#                 then the build-behaviour and built-site tests (a sample of the reruns:
+#                 each page that trains once more under one other seed and CPU capability,
+#                 and a few downloads run in full); under 20 minutes on 2 cores
 #   make serve    serve build/html on http://127.0.0.1:8000 for reading
 #   make lint     ruff check and ruff format --check
 #   make bench    timing and memory benchmarks
-#   make robust   every page as a script over seeds 0-9 and every CPU capability; rewrites
-#                 tests/docs/claims.md, the weakest margin of every claim
+#   make robust   the full reruns: every page as a script over seeds 0-9 and every CPU
+#                 capability (rewrites tests/docs/claims.md, the weakest margin of every
+#                 claim), then `make downloads`
+#   make downloads  every downloaded notebook and script of the built site run in full
 #   make clean    remove the build and the generated sources (keeps .venv)
 #
-# ATTENTION_GALLERY_PATTERN='04_' make html   runs only the scripts whose path matches.
+# ATTENTION_GALLERY_PATTERN='04_' make html   runs only the scripts whose path matches
+# (gallery/<part>/NN_name.py: '04_', or '1_foundations' for a whole part).
 #
 # The downloaded notebooks install the package's wheel from the site they came from, so the
 # build writes the site's address into them: ATTENTION_SITE_URL, by default `make serve`'s
@@ -29,7 +34,7 @@ PYTEST_WORKERS ?= 2
 SPHINXBUILD := $(PY) -m sphinx -b html -W --keep-going -c . $(SPHINXOPTS) docs build/html
 GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
 
-.PHONY: html test unit lint serve bench robust clean venv
+.PHONY: html test unit lint serve bench robust downloads clean venv
 
 # The virtual environment: made once, refreshed when the requirements or the package metadata
 # change.
@@ -61,10 +66,12 @@ unit: $(STAMP)
 # the default site address, and tests/site/test_stranger.py serves build/html there
 # (127.0.0.1:8000) to install the wheel into a fresh environment: a running `make serve`
 # holds that port, so stop it first.
+# tests/docs: --dist loadgroup keeps the tests that share one build of a copy of the site on
+# one worker (xdist_group), so that copy is built once.
 test: lint unit
 	rm -rf $(GENERATED)
 	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/docs
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup tests/docs
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/site
 
 serve: $(STAMP)
@@ -75,9 +82,18 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 # The claims of every page over seeds 0-9 and every CPU capability this machine has (about an
-# hour on 2 cores). ROBUST_ARGS='--pages ^11_ --seeds 0-4' narrows it.
+# hour on 2 cores), then every download in full. ROBUST_ARGS='--pages ^10_ --seeds 0-4'
+# narrows the sweep.
 robust: $(STAMP)
 	$(PY) tests/docs/sweep.py $(ROBUST_ARGS)
+	$(MAKE) downloads
+
+# Every notebook and script of the built site run in full, as a reader runs them (make test
+# runs a sample); builds the site first when there is none.
+downloads: $(STAMP)
+	test -f build/html/index.html || $(MAKE) html
+	ATTENTION_DOWNLOADS=all $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal \
+		tests/site/test_downloads.py
 
 clean:
 	rm -rf $(GENERATED)

@@ -22,9 +22,14 @@ Environment variables:
     unlinked and does not fail the build (see docs/_ext/attention_site.py).
 ``ATTENTION_SITE_URL``
     The address the site will be served from. The downloaded notebooks install the package's
-    wheel from there, and link to the API pages there. On Read the Docs the build's
-    ``READTHEDOCS_CANONICAL_URL`` is used when this is not set; otherwise it is ``make serve``'s
-    ``http://127.0.0.1:8000/``.
+    wheel from there, and link to the API pages there; the link previews (Open Graph) and the
+    sitemap name it too. On Read the Docs the build's ``READTHEDOCS_CANONICAL_URL`` is used when
+    this is not set; otherwise it is ``make serve``'s ``http://127.0.0.1:8000/``.
+``ATTENTION_REPOSITORY_URL`` (and ``ATTENTION_REPOSITORY_BRANCH``, default ``main``)
+    The project's repository, for a fork's own build: every page links to its source file
+    there (furo's view and edit buttons) and the footer to the repository. On Read the Docs the
+    repository the build cloned is used when this is not set (``READTHEDOCS_GIT_CLONE_URL``);
+    otherwise the site names no repository.
 """
 
 import os
@@ -119,9 +124,25 @@ extensions = [
     # docs/_ext/attention_prerequisites.py: the line under a tutorial's title, with the pages
     # it assumes and its reading time.
     "attention_prerequisites",
+    # docs/_ext/attention_api.py: module pages without the names that have their own page,
+    # with the tutorials that use them, and API sections that wait for their module.
+    "attention_api",
+    # docs/_ext/attention_course.py: the course's parts and pages on the landing page, with
+    # their reading times, and the gallery's cards numbered and summarised.
+    "attention_course",
+    # docs/_ext/attention_landing.py: the landing page's figure, drawn at build time.
+    "attention_landing",
+    # docs/_ext/attention_tutorials.py: captions on the package excerpts, no empty code boxes,
+    # "view source" opening a tutorial's script, names that break at a dot in the sidebar.
+    "attention_tutorials",
+    # Link previews when a page is shared (Open Graph), and a sitemap for search engines.
+    "sphinxext.opengraph",
+    "sphinx_sitemap",
 ]
 
 templates_path = [str(DOCS / "_templates")]
+# The checkout's root: the package excerpts are captioned with their path from it.
+attention_root = str(ROOT)
 exclude_patterns = ["_templates", "_ext", "_static", "generated/backreferences"]
 root_doc = "index"
 language = "en"
@@ -189,7 +210,8 @@ sphinx_gallery_conf = {
     # Every script runs, whatever its name; the variable selects a subset while iterating.
     "filename_pattern": os.environ.get("ATTENTION_GALLERY_PATTERN") or r"\.py$",
     "ignore_pattern": r"__init__\.py",
-    # The learning path is the file-name order: 01_..., 02_..., ...
+    # The learning path: the parts in the sorted order of their folders (gallery/1_foundations,
+    # gallery/2_...), and within a part the file-name order (01_..., 02_..., ...).
     "within_subsection_order": "FileNameSortKey",
     "run_stale_examples": os.environ.get("ATTENTION_RUN_STALE") == "1",
     # Any exception in any example fails the build (after all examples have run).
@@ -228,6 +250,11 @@ html_theme = "furo"
 html_title = "Attention in PyTorch"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["custom.css"]
+html_favicon = str(DOCS / "_static" / "favicon.svg")
+# The site's address: the canonical link of every page, the sitemap's and the previews' URLs.
+html_baseurl = attention_site_url
+# The tutorials rank above the API entries that merely mention a word (docs/_ext/static).
+html_search_scorer = str(DOCS / "_ext" / "static" / "scorer.js")
 # Keyboard access to code, outputs and formulas that scroll sideways (docs/_static).
 html_js_files = ["scroll-regions.js", "figure-links.js"]
 html_last_updated_fmt = None
@@ -237,6 +264,8 @@ html_show_sphinx = False
 pygments_style = "a11y-light"
 pygments_dark_style = "a11y-dark"
 html_theme_options = {
+    # A link to the project's repository, when there is one to name (docs/_ext/attention_site.py).
+    **attention_site.repository_options(attention_site.repository()),
     "navigation_with_keys": True,
     "light_css_variables": {
         "color-brand-primary": "#b3401a",
@@ -251,3 +280,21 @@ html_theme_options = {
 # sphinx-copybutton: copy code without the ">>> " and "... " prompts.
 copybutton_prompt_text = r">>> |\.\.\. "
 copybutton_prompt_is_regexp = True
+
+# -- Sharing and finding -----------------------------------------------------------------------
+
+# sphinxext-opengraph: the title, description and picture a chat or a social site shows for a
+# shared link. The picture is the landing page's figure, rendered at build time; no social card
+# is drawn (it would need fonts and time for every page).
+ogp_site_url = attention_site_url
+ogp_site_name = html_title
+ogp_image = "_static/attention-preview.png"  # docs/_ext/attention_landing.py
+ogp_image_alt = "The attention weights one query gives every word of a sentence."
+ogp_description_length = 200
+ogp_enable_meta_description = True
+ogp_social_cards = {"enable": False}
+
+# sphinx-sitemap: build/html/sitemap.xml, every page's address under the site's address.
+sitemap_url_scheme = "{link}"
+sitemap_excludes = ["search.html", "genindex.html", "py-modindex.html"]
+sitemap_show_lastmod = False

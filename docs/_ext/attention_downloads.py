@@ -11,18 +11,24 @@ the code they show. Loaded by ``conf.py`` as a Sphinx extension.
   page was built with. Every script starts with :func:`script_header`, which says the same.
 - The ``.ipynb`` and ``.py`` that sphinx-gallery wrote are rewritten in the built site (and in
   the zip files that hold them) once every page is written, when the labels and API pages are
-  known: each ``.. literalinclude::`` becomes the source it shows, resolved by Sphinx's own
-  reader, so the code a page walks through travels with it. In a notebook, roles become Markdown
-  links to the page they point at on the site (``:class:``, ``:func:``, ``:ref:``, ``:doc:``,
-  ...), citations (``:cite:t:``, ``:cite:p:``) become "Vaswani et al. (2017)" and "(Vaswani
-  et al., 2017)" linked to the site's bibliography, ``:math:`` becomes ``$...$``, and
-  admonitions and other directives become plain Markdown, so no reST reaches a reader. The
+  known: each ``.. literalinclude::`` becomes the source it shows, dedented and headed by its
+  file and object, resolved by Sphinx's own reader, so the code a page walks through travels
+  with it. In a notebook, roles become Markdown links to the page they point at on the site
+  (``:class:``, ``:func:``, ``:ref:``, ``:doc:``, ...), citations (``:cite:t:``,
+  ``:cite:p:``) become "Vaswani et al. (2017)" and "(Vaswani et al., 2017)" linked to the
+  site's bibliography, ``:math:`` becomes ``$...$``, and admonitions and other directives
+  become plain Markdown, so no reST reaches a reader. A script's docstring and comments become
+  plain text the same way, without links (:func:`convert_script`); its code is untouched. The
   sources in ``docs/`` are left as sphinx-gallery wrote them.
 - In a notebook, the ``.. solution N`` marker of an exercise's solution (folded into a dropdown
-  on the page by ``attention_exercises``) becomes a bold "Solution to exercise N" line, and the
+  on the page by ``attention_exercises``) becomes a "Solution to exercise N" heading, and the
+  cells of the solution after it are folded (``jupyter.source_hidden``); the
   ``.. prerequisites::`` line (``attention_prerequisites``) becomes Markdown with the same links
-  and reading time as the page. The script keeps both as reST.
-- ``.. attention-install::`` writes the one ``pip install <wheel url>`` line on a page.
+  and reading time as the page. A script says both in plain words.
+- A code cell that holds only hidden lines (``sphinx_gallery_start_ignore``) is left out of the
+  notebook.
+- ``.. attention-install::`` writes the one ``pip install matplotlib <wheel url>`` line on a
+  page.
 
 The site's address, which the downloads name, is :func:`site_url`: ``ATTENTION_SITE_URL``, else
 Read the Docs' ``READTHEDOCS_CANONICAL_URL``, else ``make serve``'s ``http://127.0.0.1:8000/``.
@@ -227,6 +233,35 @@ def _fence(code: str, language: str = "") -> str:
     return f"{fence}{language}\n{code.rstrip()}\n{fence}"
 
 
+def _indented(code: str, spaces: int = 4) -> str:
+    """``code`` dedented, then indented by ``spaces`` (a code block in plain text)."""
+    return textwrap.indent(textwrap.dedent(code).rstrip("\n"), " " * spaces)
+
+
+def excerpt_caption(arg: str, options: Mapping[str, str]) -> str:
+    """What a package excerpt shows: its file from the checkout's root, and its object.
+
+    >>> excerpt_caption("../../../attention/multi_head.py", {"pyobject": "MultiHeadAttention"})
+    'From `attention/multi_head.py`: `MultiHeadAttention`'
+    >>> excerpt_caption("../../attention/masks.py", {"lines": "3-9"})
+    'From `attention/masks.py`, lines 3-9'
+    """
+    path = re.sub(r"^(?:\.\./|\./)+", "", arg)
+    if options.get("pyobject"):
+        return f"From `{path}`: `{options['pyobject']}`"
+    if options.get("lines"):
+        return f"From `{path}`, lines {options['lines']}"
+    return f"From `{path}`"
+
+
+_MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
+
+
+def _markdown_to_plain(text: str) -> str:
+    """Markdown links and bold as plain text: ``**A:** [B](u)`` is ``A: B``."""
+    return _MARKDOWN_LINK.sub(r"\1", text).replace("**", "")
+
+
 # -- reST to Markdown --------------------------------------------------------------------------
 
 _INLINE_LITERAL = re.compile(r"``(?!\s)(?:[^`]|`(?!`))+?(?<!\s)``")
@@ -237,6 +272,7 @@ _EXPLICIT = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
 _PY_ROLES = {"class", "func", "meth", "attr", "mod", "data", "exc", "obj", "const", "type"}
 _PAREN_ROLES = {"func", "meth"}
 _LITERAL_BLOCK_INTRO = re.compile(r"::[ \t]*$")
+_HYPERLINK = re.compile(r"`([^`<]+?)\s*<([^<>`]+)>`__?")
 
 
 class Links:
@@ -279,6 +315,7 @@ class SphinxLinks(Links):
         self.app = app
         self.env = app.env
         self.base = base
+        self.srcdir = app.srcdir  # where the gallery's parts are, to find a page by its name
 
     def url(self, docname: str, anchor: str = "") -> str:
         uri = self.app.builder.get_target_uri(docname)
@@ -351,10 +388,14 @@ class _Converter:
         include: Callable[[str, Mapping[str, str]], str],
         links: Links,
         docname: str,
+        plain: bool = False,
     ) -> None:
         self.include = include
         self.links = links
         self.docname = docname
+        #: Plain text for a script's comments instead of Markdown for a notebook's cells: roles
+        #: become their text, with no link, and code is indented instead of fenced.
+        self.plain = plain
         self.pieces: dict[str, str] = {}
         self.includes: list[str] = []
         #: The page's reading time, for its prerequisites line.
@@ -366,7 +407,9 @@ class _Converter:
         return key
 
     def _hold_block(self, indent: str, markdown: str) -> str:
-        return indent + self._hold(textwrap.indent(markdown, indent).lstrip(" \t"))
+        text = textwrap.indent(markdown, indent)
+        # The block's own indentation on its first line stays (an indented code block's).
+        return indent + self._hold(text[len(indent) :] if text.startswith(indent) else text)
 
     # Blocks: directives, comments, literal blocks.
 
@@ -379,20 +422,30 @@ class _Converter:
             d["body"],
         )
         if name == "literalinclude":
-            code = self.include(arg, options)
+            # Dedented: a method's body shows from the margin, not 8 spaces in.
+            code = textwrap.dedent(self.include(arg, options))
             self.includes.append(code)
             language = options.get("language", "python" if arg.endswith(".py") else "")
-            return self._hold_block(indent, _fence(code, language))
+            caption = excerpt_caption(arg, options)
+            if self.plain:
+                return self._hold_block(indent, f"{caption}:\n\n{_indented(code)}")
+            return self._hold_block(indent, f"*{caption}:*\n\n{_fence(code, language)}")
         if name in _CODE_DIRECTIVES:
+            if self.plain:
+                return self._hold_block(indent, _indented(body))
             return self._hold_block(indent, _fence(body, arg.split()[0] if arg else ""))
         if name == "math":
             math = "\n".join(part for part in (arg, body) if part)
+            if self.plain:
+                return self._hold_block(indent, _indented(math))
             return self._hold_block(indent, f"$$\n{math}\n$$")
         if name in _ADMONITIONS or name == "admonition":
             title = arg if name == "admonition" else _ADMONITIONS[name]
             if name.startswith(("version", "deprecated")):
                 title, arg = f"{title} {arg}", ""
             text = self.prepare_text("\n".join(p for p in (arg, body) if p).strip())
+            if self.plain:
+                return self._hold_block(indent, f"{title}: {text}" if text else title)
             quoted = "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
             head = f"> **{title}**"
             return self._hold_block(indent, f"{head}\n>\n{quoted}" if quoted else head)
@@ -402,17 +455,24 @@ class _Converter:
                 arg.split(),
                 note,
                 self.reading_minutes,
-                lambda page: self.links.label(page_label(self.docname, page), self.docname),
+                lambda page: self.links.label(
+                    page_label(self.docname, page, getattr(self.links, "srcdir", None)),
+                    self.docname,
+                ),
             )
-            return f"{indent}{line}"
+            if self.plain:
+                line = _markdown_to_plain(line)
+            return f"{indent}{self._hold(line)}"
         if name == "rubric":
-            return f"{indent}**{arg}**"
+            return f"{indent}{arg}" if self.plain else f"{indent}**{arg}**"
         if name in ("image", "figure"):
             alt = options.get("alt", "")
             caption = self.prepare_text(body) if name == "figure" and body else ""
             target = options.get("target", "")
             line = f"*{alt or 'A figure'}: see it on the page.*"
-            if target:
+            if self.plain:
+                line = f"({alt or 'A figure'}: see it on the page.)"
+            elif target:
                 line = f"[{alt or 'A figure'}]({target}) (on the page)"
             return textwrap.indent("\n\n".join(p for p in (line, caption) if p), indent)
         # Any other directive: its content, as text.
@@ -433,9 +493,10 @@ class _Converter:
                 continue
             solution = SOLUTION_MARKER.match(line)
             if solution:
-                # Notebooks cannot fold a cell: the marker becomes a bold line.
+                # A notebook folds the solution's cells (convert_notebook); its heading stays.
                 title = SOLUTION_TITLE.format(number=solution.group("number"))
-                out.append(f"{line[: _indent_of(line)]}**{title}**")
+                heading = f"{title}:" if self.plain else f"**{title}**"
+                out.append(f"{line[: _indent_of(line)]}{heading}")
                 i += 1
                 continue
             comment = _COMMENT.match(line)
@@ -454,7 +515,8 @@ class _Converter:
                     if intro.strip():
                         out.append(intro + ("" if intro.endswith(":") else ":"))
                     out.append("")
-                    out.append(self._hold_block(" " * _indent_of(line), _fence(code)))
+                    block = _indented(code) if self.plain else _fence(code)
+                    out.append(self._hold_block(" " * _indent_of(line), block))
                     i = end
                     continue
             out.append(re.sub(r"^(\s*)#\.(\s)", r"\g<1>1.\2", line))
@@ -464,7 +526,12 @@ class _Converter:
     # Inline markup: literals stay, roles become Markdown.
 
     def inline(self, text: str) -> str:
-        text = _INLINE_LITERAL.sub(lambda m: self._hold(m.group(0)), text)
+        if self.plain:
+            # ``code`` reads as `code`; `text <url>`_ as text (url).
+            text = _INLINE_LITERAL.sub(lambda m: self._hold(f"`{m.group(0)[2:-2]}`"), text)
+            text = _HYPERLINK.sub(lambda m: self._hold(f"{m.group(1)} ({m.group(2)})"), text)
+        else:
+            text = _INLINE_LITERAL.sub(lambda m: self._hold(m.group(0)), text)
         return _ROLE.sub(self._role, text)
 
     def _role(self, match: re.Match) -> str:
@@ -499,7 +566,7 @@ class _Converter:
             text = title or content
         else:
             text = f"`{title or target}`"
-        if found is not None:
+        if found is not None and not self.plain:
             return self._hold(f"[{text}]({found[1]})")
         return self._hold(text)
 
@@ -513,7 +580,7 @@ class _Converter:
                 continue
             authors, year, url = found
             text = f"{authors} ({year})" if textual else f"{authors}, {year}"
-            parts.append(f"[{text}]({url})" if url else text)
+            parts.append(f"[{text}]({url})" if url and not self.plain else text)
         return self._hold(", ".join(parts) if textual else "(" + "; ".join(parts) + ")")
 
     def finish(self, markdown: str) -> str:
@@ -529,6 +596,63 @@ class _Converter:
 # -- The downloads -----------------------------------------------------------------------------
 
 
+#: Starts the text of a solution (its prose) in the blocks handed to sphinx-gallery, so that
+#: its cell can be found and folded; removed from the cell.
+_HIDDEN = "QQATTNHIDDENQQ"
+#: The line after a solution's heading in a notebook, where its cells are folded.
+FOLDED_NOTE = "(folded: open the cells below to see it)"
+
+
+def _split_solutions(blocks: list) -> list:
+    """Text blocks cut at each solution marker: the text before it, the marker on its own,
+    and the solution's text, which starts with :data:`_HIDDEN`."""
+    from sphinx_gallery.py_source_parser import Block
+
+    out = []
+    for label, content, lineno in blocks:
+        if label != "text":
+            out.append(Block(label, content, lineno))
+            continue
+        lines = content.split("\n")
+        markers = [i for i, line in enumerate(lines) if SOLUTION_MARKER.match(line)]
+        if not markers:
+            out.append(Block(label, content, lineno))
+            continue
+        cuts = sorted({0, *markers, len(lines)})
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            piece = lines[a:b]
+            if a in markers:
+                out.append(Block("text", piece[0].strip(), lineno + a))
+                piece = piece[1:]
+                if "\n".join(piece).strip():
+                    out.append(Block("text", _HIDDEN + "\n\n" + "\n".join(piece), lineno + a))
+            elif "\n".join(piece).strip():
+                out.append(Block("text", "\n".join(piece), lineno + a))
+    return out
+
+
+def fold_solution_cells(cells: list[dict]) -> None:
+    """Fold each exercise's solution: its heading stays, the cells after it (its text and its
+    code, up to the next other text) get ``jupyter.source_hidden``, which JupyterLab, Notebook
+    7, VS Code and Colab honour."""
+    heading = re.compile(r"^\*\*" + re.escape(SOLUTION_TITLE).replace(r"\{number\}", r"\d+"))
+    inside = False
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            if heading.match(source.strip()):
+                inside = True
+                cell["source"] = [f"{source.strip()} {FOLDED_NOTE}"]
+                continue
+            if _HIDDEN in source:
+                cell["source"] = [source.replace(_HIDDEN, "").strip() + "\n"]
+            else:
+                inside = False
+                continue
+        if inside:
+            cell.setdefault("metadata", {})["jupyter"] = {"source_hidden": True}
+
+
 def convert_notebook(
     path: Path,
     gallery_conf: Mapping,
@@ -537,7 +661,8 @@ def convert_notebook(
     links: Links,
     docname: str,
 ) -> tuple[dict, list[str]]:
-    """The notebook of the gallery script ``path``, in Markdown with the code it includes.
+    """The notebook of the gallery script ``path``, in Markdown with the code it includes and
+    each exercise's solution folded.
 
     Returns the notebook and the texts of its literalincludes.
     """
@@ -547,6 +672,8 @@ def convert_notebook(
     converter = _Converter(include=include, links=links, docname=docname)
     blocks = script_blocks(path, gallery_conf)
     converter.reading_minutes = reading_minutes(blocks, include)
+    # A code cell that holds only hidden lines (build checks) would be an empty cell.
+    blocks = [b for b in _split_solutions(blocks) if b.type == "text" or b.content.strip()]
     blocks = [
         Block(label, converter.prepare_text(content) if label == "text" else content, lineno)
         for label, content, lineno in blocks
@@ -555,61 +682,86 @@ def convert_notebook(
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = [converter.finish("".join(cell["source"]))]
+    fold_solution_cells(notebook["cells"])
     return notebook, converter.includes
 
 
-_PY_DIRECTIVE = re.compile(
-    r"^(?P<prefix>#[ \t]?|)(?P<indent>[ \t]*)\.\. literalinclude::[ \t]*(?P<arg>\S+)[ \t]*$"
-)
+_DOCSTRING_QUOTES = re.compile(r"^(?P<prefix>[rRuU]{0,2})(?P<quote>\"\"\"|\'\'\')")
+
+
+def _text_blocks(lines: list[str]) -> list[tuple[int, int, str]]:
+    """The comment blocks that sphinx-gallery reads as text: ``(start, end, prefix)`` line
+    ranges of the comment lines right after each ``# %%``."""
+    blocks = []
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("# %%"):
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("#") and not lines[j].startswith("# %%"):
+                j += 1
+            if j > i + 1:
+                blocks.append((i + 1, j))
+            i = j
+            continue
+        i += 1
+    return blocks
 
 
 def convert_script(
-    text: str, *, include: Callable[[str, Mapping[str, str]], str], header: str
+    text: str,
+    *,
+    include: Callable[[str, Mapping[str, str]], str],
+    header: str,
+    links: Links | None = None,
+    docname: str = "",
+    minutes: int = 1,
 ) -> tuple[str, list[str]]:
-    """The downloadable script: ``header``, then ``text`` with every literalinclude replaced by
-    a code block (in the same comment or docstring) holding the source it shows."""
+    """The downloadable script: ``header``, then ``text`` with its docstring and its text
+    blocks (the comments after each ``# %%``) in plain text: each literalinclude is the code it
+    shows, indented under the file and the object it comes from, roles are their text
+    (``:class:`attention.X``` is `` `attention.X` ``, a citation "(Vaswani et al., 2017)"),
+    the prerequisites line reads as a line, and a solution's marker as its heading. The code is
+    untouched: the script is the page's program.
+
+    Returns the script and the texts of its literalincludes.
+    """
+    import ast
+
+    converter = _Converter(include=include, links=links or Links(), docname=docname, plain=True)
+    converter.reading_minutes = minutes
+
+    def plain(block: str) -> str:
+        return converter.finish(converter.prepare_text(block))
+
     lines = text.split("\n")
-    out: list[str] = []
-    includes: list[str] = []
-    i = 0
-    while i < len(lines):
-        match = _PY_DIRECTIVE.match(lines[i])
-        if not match:
-            out.append(lines[i])
-            i += 1
-            continue
-        prefix = match.group("prefix")
-        stripped = [line[len(prefix) :] if line.startswith(prefix) else None for line in lines]
-        # The directive's block: following lines with the same prefix, indented deeper.
-        j = i + 1
-        block = [stripped[i]]
-        while j < len(lines) and stripped[j] is not None:
-            if stripped[j].strip() and _indent_of(stripped[j]) <= len(match.group("indent")):
-                break
-            if not prefix and not lines[j].strip() and j + 1 < len(lines):
-                # In a docstring a blank line ends the options.
-                if not lines[j + 1].startswith(match.group("indent") + " "):
-                    break
-            block.append(stripped[j])
-            j += 1
-        while len(block) > 1 and not block[-1].strip():
-            block.pop()
-            j -= 1
-        directive, _ = parse_directive(block, 0)
-        code = include(directive["arg"], directive["options"])
-        if not prefix and ('"""' in code or "'''" in code):
-            raise ValueError(
-                f"the literalinclude of {directive['arg']} in the docstring shows a triple "
-                "quote, which would end the docstring: move it to a '# %%' text block"
-            )
-        includes.append(code)
-        indent = match.group("indent")
-        language = directive["options"].get("language", "python")
-        body = [f"{indent}.. code-block:: {language}", ""]
-        body += [f"{indent}    {line}" if line.strip() else "" for line in code.splitlines()]
-        out += [(prefix + line).rstrip() if line else prefix.rstrip() for line in body]
-        i = j
-    return header + "\n".join(out), includes
+    replacements: list[tuple[int, int, list[str]]] = []
+    module = ast.parse(text)
+    first = module.body[0] if module.body else None
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        start, end = first.lineno - 1, first.end_lineno
+        quotes = _DOCSTRING_QUOTES.match(lines[start])
+        if quotes:
+            quote = quotes.group("quote")
+            # The docstring's value (escapes resolved), written back as a raw string.
+            converted = plain(first.value.value)
+            if quote in converted or converted.endswith("\\"):
+                raise ValueError(
+                    "a literalinclude in the docstring shows a triple quote, which would end "
+                    "the docstring: move it to a '# %%' text block"
+                )
+            body = f"r{quote}{converted}{quote}".split("\n")
+            replacements.append((start, end, body))
+    for start, end in _text_blocks(lines):
+        comment = "\n".join(re.sub(r"^# ?", "", line) for line in lines[start:end])
+        converted = plain(comment).split("\n")
+        replacements.append((start, end, [f"# {line}".rstrip() for line in converted]))
+    for start, end, body in sorted(replacements, reverse=True):
+        lines[start:end] = body
+    return header + "\n".join(lines), converter.includes
 
 
 def _rewrite_zip(path: Path, replacements: Mapping[str, bytes]) -> None:
@@ -642,7 +794,8 @@ def rewrite_downloads(app) -> int:
     pages = 0
     for gallery in _gallery_dirs(gallery_conf):
         for src, dest in dlfiles.items():
-            if Path(src).parent.as_posix() != gallery:
+            # The gallery's pages, in its parts too (tutorials/1_foundations/01_x.py).
+            if not src.startswith(gallery.rstrip("/") + "/"):
                 continue
             if src.endswith(".zip"):
                 zips.append(downloads / dest)
@@ -663,8 +816,14 @@ def rewrite_downloads(app) -> int:
                 versions=config.attention_versions,
                 page=f"Downloaded from {links.url(docname)}",
             )
+            minutes = reading_minutes(script_blocks(script, gallery_conf), include)
             text, _ = convert_script(
-                script.read_text(encoding="utf-8"), include=include, header=header
+                script.read_text(encoding="utf-8"),
+                include=include,
+                header=header,
+                links=links,
+                docname=docname,
+                minutes=minutes,
             )
             replacements[script.name] = text.encode("utf-8")
             (downloads / dest).write_text(text, encoding="utf-8")
@@ -718,13 +877,15 @@ def build_wheel(root: Path, dest: Path, expected: str) -> Path:
 
 
 class InstallDirective(Directive):
-    """``.. attention-install::``: the ``pip install`` line of this site's wheel."""
+    """``.. attention-install::``: the ``pip install`` line of Matplotlib and this site's
+    wheel."""
 
     has_content = False
 
     def run(self):
         config = self.state.document.settings.env.config
-        line = f"pip install {wheel_url(config.attention_site_url, config.release)}"
+        # Matplotlib too: the pages' figures need it.
+        line = f"pip install matplotlib {wheel_url(config.attention_site_url, config.release)}"
         block = nodes.literal_block(line, line, language="bash")
         return [block]
 

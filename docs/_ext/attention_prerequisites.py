@@ -9,7 +9,9 @@ and the page shows "Prerequisites: <the pages' titles, linked> · Reading time: 
 Arguments are gallery file names without ``.py``; the option ``:assumes:`` says in words what
 is not a page (the first page has ``:assumes: a PyTorch tensor and a matrix product``). An
 option, not content: sphinx-gallery takes the docstring's first paragraph that is not a
-directive as the page's summary, and the option stays in the directive's paragraph.
+directive as the page's summary, and the option stays in the directive's paragraph. The option
+``:summary:`` is the page's one line in the course's outline on the landing page and on its card
+in the gallery (``attention_course``); the line under the title does not show it.
 
 The reading time is computed from the page's own script, never typed (:func:`reading_minutes`):
 prose words at :data:`WORDS_PER_MINUTE` plus non-blank code lines, those of the code cells and
@@ -125,10 +127,48 @@ def reading_minutes(
     return max(1, math.floor(minutes + 0.5))
 
 
-def page_label(docname: str, page: str) -> str:
-    """sphinx-gallery's label of the gallery page ``page`` next to the document ``docname``."""
+def page_label(docname: str, page: str, srcdir: str | Path | None = None) -> str:
+    """sphinx-gallery's label of the gallery page ``page``: the page of that name in the same
+    gallery as the document ``docname`` (in any part of it when ``srcdir``, the source
+    directory, is given), else next to ``docname``."""
+    parts = docname.split("/")
+    if srcdir is not None and len(parts) > 1:
+        found = sorted((Path(srcdir) / parts[0]).rglob(f"{page}.py"))
+        if found:
+            relative = found[0].relative_to(srcdir).with_suffix("")
+            return f"sphx_glr_{'_'.join(relative.parts)}.py"
     folder = docname.rsplit("/", 1)[0] if "/" in docname else ""
     return f"sphx_glr_{folder.replace('/', '_')}_{page}.py"
+
+
+def directive_options(text: str, name: str) -> dict[str, str]:
+    r"""The options of the first ``.. name::`` directive in the reST ``text``, each value on one
+    line (an option may continue on the lines below it, indented deeper).
+
+    >>> text = ".. prerequisites:: 01_a\n   :summary: One line,\n      two.\n"
+    >>> directive_options(text, "prerequisites")
+    {'summary': 'One line, two.'}
+    """
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(f".. {name}::")), None)
+    if start is None:
+        return {}
+    options: dict[str, str] = {}
+    current = None
+    for line in lines[start + 1 :]:
+        if not line.strip() or not line[:1].isspace():
+            break
+        option = _OPTION.match(line)
+        if option and (current is None or _indent(line) <= current[1]):
+            current = (option.group("name").strip(), _indent(line))
+            options[current[0]] = option.group("value").strip()
+        elif current is not None:
+            options[current[0]] = f"{options[current[0]]} {line.strip()}".strip()
+    return options
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def reading_time_text(minutes: int) -> str:
@@ -140,7 +180,8 @@ class PrerequisitesDirective(Directive):
 
     optional_arguments = 20
     has_content = False
-    option_spec = {"assumes": directives.unchanged}
+    # summary: the page's one line on the landing page and on its card (attention_course).
+    option_spec = {"assumes": directives.unchanged, "summary": directives.unchanged}
 
     def run(self):
         env = self.state.document.settings.env
@@ -158,9 +199,14 @@ class PrerequisitesDirective(Directive):
             return read_literalinclude(path, options, env.config)
 
         blocks = script_blocks(script, env.config.sphinx_gallery_conf)
-        minutes = reading_minutes(blocks, include)
+        try:
+            minutes = reading_minutes(blocks, include)
+        except (OSError, ValueError) as exc:
+            # A literalinclude of the page that Sphinx cannot read: said here with the page's
+            # name (Sphinx says it again, with the line, where it renders the include).
+            raise self.error(f"prerequisites: a literalinclude of this page fails: {exc}") from exc
 
-        refs = [f":ref:`{page_label(env.docname, page)}`" for page in self.arguments]
+        refs = [f":ref:`{page_label(env.docname, page, env.srcdir)}`" for page in self.arguments]
         note = self.options.get("assumes", "").strip()
         assumed = ", ".join([*refs, *([note] if note else [])])
         if not assumed:
@@ -200,6 +246,7 @@ def setup(app):
 
 __all__ = [
     "CODE_LINES_PER_MINUTE",
+    "directive_options",
     "WORDS_PER_MINUTE",
     "markdown_line",
     "page_label",

@@ -17,7 +17,11 @@ the search indexes.
   ``author_year_round`` of sphinxcontrib-bibtex.
 - :class:`PeakMemory`: sphinx-gallery's ``show_memory`` hook. The memory column of the
   computation-times page is the peak resident memory of the build process while the page ran,
-  above what it held when the page started (sampled every few milliseconds).
+  above what it held when the page started, measured by the package's own meter
+  (:func:`attention.measure.peak_memory`).
+- :func:`repository` and :func:`repository_options`: the link to the project's repository
+  (furo's edit and view buttons, and an icon in the footer), from ``ATTENTION_REPOSITORY_URL``
+  for a fork's own build, or from Read the Docs' clone of it.
 - Maths is left out of the search index: its LaTeX (``\\sqrt{D}``, ``\\mathbf{q}``) is no word
   a reader searches for, and ``search-text.js`` removes the ``\\(...\\)`` markup from the
   snippets that the search page shows under each result.
@@ -26,10 +30,7 @@ the search indexes.
 from __future__ import annotations
 
 import os
-import resource
-import sys
-import threading
-import time
+import re
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -114,62 +115,110 @@ def register_citation_style(name: str = "author_year_round") -> str:
 # -- Memory of each page -------------------------------------------------------------------------
 
 
-def _resident_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class PeakMemory:
     """sphinx-gallery's ``show_memory`` hook: ``PeakMemory()(func)`` runs ``func`` and returns
-    (MiB of resident memory it added at its peak, its return value).
+    (MiB of memory it added at its peak, its return value).
 
-    The resident memory is sampled every ``interval`` seconds on Linux; elsewhere the growth of
-    the process's peak (``ru_maxrss``) is used, which misses a page that stays under an earlier
-    page's peak. An instance, not a function, so that Sphinx can cache the configuration that
-    holds it; instances with the same interval compare equal, so a rebuild does not see a
-    changed configuration.
+    The package's one meter measures it, :func:`attention.measure.peak_memory`: the peak
+    resident memory of the process while ``func`` ran, above what it held before (VmHWM after a
+    reset, on Linux). A page that measures memory itself runs its measurement inside this one,
+    and the meter keeps both right. Where the meter cannot measure (not Linux) the column says
+    0. An instance, not a function, so that Sphinx can cache the configuration that holds it;
+    all instances compare equal, so a rebuild does not see a changed configuration.
     """
 
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
-
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.interval == self.interval
+        return type(other) is type(self)
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self.interval))
+        return hash(type(self).__name__)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(interval={self.interval})"
+        return f"{type(self).__name__}()"
 
     def __call__(self, func: Callable[[], Any]) -> tuple[float, Any]:
-        start = _resident_bytes()
-        if start is None:
-            unit = 1 if sys.platform == "darwin" else 1024
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
-            out = func()
-            after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
-            return (after - before) / 2**20, out
-        peak = [start]
-        done = threading.Event()
+        from attention.measure import peak_memory
 
-        def sample() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], _resident_bytes() or 0)
-                time.sleep(self.interval)
+        out = []
+        extra = peak_memory(lambda: out.append(func()))
+        return (extra or 0) / 2**20, out[0]
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        try:
-            out = func()
-        finally:
-            done.set()
-            sampler.join()
-        peak[0] = max(peak[0], _resident_bytes() or 0)
-        return (peak[0] - start) / 2**20, out
+
+# -- The project's repository --------------------------------------------------------------------
+
+#: The environment variables that name the project's repository for a fork's own build.
+REPOSITORY_ENV = "ATTENTION_REPOSITORY_URL"
+BRANCH_ENV = "ATTENTION_REPOSITORY_BRANCH"
+
+
+def repository(environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """The project's repository as ``(https URL, branch)``: ``ATTENTION_REPOSITORY_URL`` (and
+    ``ATTENTION_REPOSITORY_BRANCH``, default ``main``), else, on Read the Docs, the repository
+    the build cloned (``READTHEDOCS_GIT_CLONE_URL`` at ``READTHEDOCS_GIT_IDENTIFIER``), else
+    None (no link).
+
+    >>> repository({"ATTENTION_REPOSITORY_URL": "https://github.com/me/attention/"})
+    ('https://github.com/me/attention', 'main')
+    >>> repository({"READTHEDOCS_GIT_CLONE_URL": "git@github.com:org/attention.git",
+    ...             "READTHEDOCS_GIT_IDENTIFIER": "v0.2"})
+    ('https://github.com/org/attention', 'v0.2')
+    >>> repository({}) is None
+    True
+    """
+    url = environ.get(REPOSITORY_ENV, "").strip()
+    branch = environ.get(BRANCH_ENV, "").strip()
+    if not url:  # on Read the Docs: the repository this build cloned, at what it built
+        url = environ.get("READTHEDOCS_GIT_CLONE_URL", "").strip()
+        branch = branch or environ.get("READTHEDOCS_GIT_IDENTIFIER", "").strip()
+    if not url:
+        return None
+    # git@host:owner/name.git and https://host/owner/name.git both become https://host/owner/name
+    ssh = re.fullmatch(r"(?:ssh://)?git@([^:/]+)[:/](.+)", url)
+    if ssh:
+        url = f"https://{ssh.group(1)}/{ssh.group(2)}"
+    url = re.sub(r"\.git$", "", url.rstrip("/"))
+    return url, branch or "main"
+
+
+#: GitHub's mark (the octicon "mark-github"), for the footer's link to the repository.
+_GITHUB_SVG = (
+    '<svg stroke="currentColor" fill="currentColor" stroke-width="0" viewBox="0 0 16 16">'
+    '<path fill-rule="evenodd" d="M8 0C3.58 0 0 3.58 0 8c0 3.54 2.29 6.53 5.47 7.59.4.07.55-.17'
+    ".55-.38 0-.19-.01-.82-.01-1.49-2.01.37-2.53-.49-2.69-.94-.09-.23-.48-.94-.82-1.13-.28-.15"
+    "-.68-.52-.01-.53.63-.01 1.08.58 1.23.82.72 1.21 1.87.87 2.33.66.07-.52.28-.87.51-1.07-1.78"
+    "-.2-3.64-.89-3.64-3.95 0-.87.31-1.59.82-2.15-.08-.2-.36-1.02.08-2.12 0 0 .67-.21 2.2.82.64"
+    "-.18 1.32-.27 2-.27.68 0 1.36.09 2 .27 1.53-1.04 2.2-.82 2.2-.82.44 1.1.16 1.92.08 2.12.51"
+    ".56.82 1.27.82 2.15 0 3.07-1.87 3.75-3.65 3.95.29.25.54.73.54 1.48 0 1.07-.01 1.93-.01 2.2"
+    ' 0 .21.15.46.55.38A8.013 8.013 0 0016 8c0-4.42-3.58-8-8-8z"></path></svg>'
+)
+#: A generic mark for a repository elsewhere (a folder of code).
+_REPOSITORY_SVG = (
+    '<svg stroke="currentColor" fill="none" stroke-width="1.5" viewBox="0 0 16 16">'
+    '<path d="M2 2.5h4l1.5 1.5H14v9.5H2z"></path><path d="M6 8.5 4.5 10 6 11.5M10 8.5'
+    ' 11.5 10 10 11.5"></path></svg>'
+)
+
+
+def repository_options(repo: tuple[str, str] | None) -> dict[str, Any]:
+    """furo's options for a link to the repository: the "edit" and "view" buttons of each page
+    (``source_repository``, ``source_branch``, ``source_directory``) and a footer icon."""
+    if repo is None:
+        return {}
+    url, branch = repo
+    github = url.startswith("https://github.com/")
+    return {
+        "source_repository": url + "/",
+        "source_branch": branch,
+        "source_directory": "docs/",
+        "footer_icons": [
+            {
+                "name": "GitHub" if github else "Repository",
+                "url": url,
+                "html": _GITHUB_SVG if github else _REPOSITORY_SVG,
+                "class": "",
+            }
+        ],
+    }
 
 
 # -- Search --------------------------------------------------------------------------------------

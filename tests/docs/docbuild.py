@@ -14,6 +14,10 @@ BUILD_DIR = ROOT / "build"
 HTML_DIR = BUILD_DIR / "html"
 GALLERY_DIR = ROOT / "gallery"
 
+# tests/pages.py finds the pages, in the gallery's parts and at its top.
+sys.path.insert(0, str(ROOT / "tests"))
+import pages  # noqa: E402
+
 # What a site copy needs; generated output is left behind so the copy builds from scratch.
 _COPIED_DIRS = ("docs", "gallery", "attention", "benchmarks")
 _COPIED_FILES = ("conf.py", "Makefile", "pyproject.toml", "requirements.txt", "README.md")
@@ -23,8 +27,14 @@ _GENERATED = shutil.ignore_patterns(
 
 
 def gallery_scripts() -> list[str]:
-    """File names of the gallery scripts, in learning-path order."""
-    return sorted(p.name for p in GALLERY_DIR.glob("*.py"))
+    """The gallery scripts, as paths in the gallery (``1_foundations/01_qkv_analogy.py``), in
+    learning-path order. A page's rendered HTML is ``tutorials/<path>.html``."""
+    return [page.relative_to(GALLERY_DIR).as_posix() for page in pages.pages()]
+
+
+def gallery_script(stem: str) -> str:
+    """The path in the gallery of the page named ``stem``, in whatever part it is."""
+    return pages.find(stem).relative_to(GALLERY_DIR).as_posix()
 
 
 def load_conf(**env: str) -> dict:
@@ -44,9 +54,10 @@ def load_conf(**env: str) -> dict:
 def build_site_copy(tmp_path: Path, scripts: dict[str, str], pattern: str):
     """Copy the site to ``tmp_path``, add ``scripts`` to its gallery and run ``make html``.
 
-    Only the gallery scripts matching ``pattern`` are executed. The environment is this one's
-    (``make -o`` keeps make from reinstalling it). Returns the finished process, whose
-    ``output`` attribute holds stdout and stderr together.
+    ``scripts`` maps a path in the gallery (``98_page.py``, or ``1_foundations/98_page.py``
+    for a page in a part) to its text. Only the gallery scripts matching ``pattern`` are
+    executed. The environment is this one's (``make -o`` keeps make from reinstalling it).
+    Returns the finished process, whose ``output`` attribute holds stdout and stderr together.
     """
     site = tmp_path / "site"
     for name in _COPIED_DIRS:
@@ -54,7 +65,9 @@ def build_site_copy(tmp_path: Path, scripts: dict[str, str], pattern: str):
     for name in _COPIED_FILES:
         shutil.copy2(ROOT / name, site / name)
     for name, text in scripts.items():
-        (site / "gallery" / name).write_text(text, encoding="utf-8")
+        path = site / "gallery" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
 
     venv = Path(sys.prefix)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}

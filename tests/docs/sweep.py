@@ -39,14 +39,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-GALLERY = ROOT / "gallery"
+# tests/pages.py finds and runs the pages (the one home of that code).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import pages as gallery_pages  # noqa: E402
+
+ROOT = gallery_pages.ROOT
+GALLERY = gallery_pages.GALLERY
 CLAIMS_MD = Path(__file__).with_name("claims.md")
 
 #: What marks a page that trains or samples a model: its claims depend on the rounding.
@@ -59,7 +62,7 @@ PAGE_TIMEOUT = 300
 
 def pages(pattern: str = "") -> list[Path]:
     """The gallery scripts whose file name matches ``pattern``, in learning-path order."""
-    return sorted(p for p in GALLERY.glob("[0-9]*.py") if re.search(pattern, p.name))
+    return gallery_pages.pages(pattern)
 
 
 def trains(page: Path) -> bool:
@@ -116,32 +119,15 @@ def run_page(
     run = Run(page.name, seed, capability, threads)
     with tempfile.TemporaryDirectory() as tmp:
         claims_file = Path(tmp) / "claims.jsonl"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env.update(
+        env = gallery_pages.reader_env(
             ATTENTION_SEED=str(seed),
             ATEN_CPU_CAPABILITY=capability,
             ATTENTION_CLAIMS=str(claims_file),
             OMP_NUM_THREADS=str(threads),
             MKL_NUM_THREADS=str(threads),
-            MPLBACKEND="Agg",
-            PYTHONUNBUFFERED="1",
-            PYTHONDONTWRITEBYTECODE="1",
         )
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(
-                [sys.executable, str(page)],
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            run.returncode, run.output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as expired:
-            run.output = f"timed out after {timeout} s\n{expired.stdout or ''}"
-        run.seconds = time.perf_counter() - start
+        done = gallery_pages.run_script(page, cwd=Path(tmp), env=env, timeout=timeout)
+        run.returncode, run.output, run.seconds = done.returncode, done.output, done.seconds
         text = claims_file.read_text() if claims_file.exists() else ""
         run.claims = [json.loads(line) for line in text.splitlines() if line.strip()]
     return run

@@ -1,13 +1,14 @@
 """The build is the integration test: a failing example or a Sphinx warning fails it.
 
-Each test builds a copy of the site with one extra gallery script and executes only that
-script, so it takes seconds; the rest of the site is built around it as usual.
+One build of a copy of the site, with three extra gallery scripts that each fail in their own
+way, executes only those scripts; the rest of the site is built around them as usual.
 """
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from docbuild import build_site_copy
 
 RAISES = '''"""
@@ -39,30 +40,71 @@ value = 1 + 1
 '''
 
 
-def test_an_example_that_raises_fails_the_build_and_is_named(tmp_path):
-    name = "99_raises_in_second_cell.py"
-    proc = build_site_copy(tmp_path, {name: RAISES}, pattern=r"99_raises_in_second_cell")
+WRONG_SOLUTION = '''"""
+A page whose solution is wrong
+==============================
 
-    assert proc.returncode != 0, proc.output[-3000:]
+.. prerequisites::
+   :assumes: nothing
+
+Written by the test suite.
+"""
+
+# %%
+# Exercises
+# ---------
+#
+# 1. **Double.** What is twice 21?
+#
+# .. solution 1
+
+answer = 2 * 21
+assert answer == 41
+'''
+
+#: The pages of the failing build, each failing in its own way, in one build of a copy of the
+#: site (a build of the copy takes most of a minute: one is enough for the three).
+FAILING = {
+    "99_raises_in_second_cell.py": RAISES,
+    "99_broken_references.py": BROKEN_REFERENCES,
+    "1_foundations/99_wrong_solution.py": WRONG_SOLUTION,
+}
+
+# Every test of this module reads the same build: one xdist worker runs them all.
+pytestmark = pytest.mark.xdist_group("failing-build")
+
+
+@pytest.fixture(scope="module")
+def failed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("failing")
+    return build_site_copy(tmp, FAILING, pattern=r"99_")
+
+
+def test_an_example_that_raises_fails_the_build_and_is_named(failed):
+    name = "99_raises_in_second_cell.py"
+    assert failed.returncode != 0, failed.output[-3000:]
     # sphinx-gallery's summary names the script and shows its traceback.
-    assert re.search(rf"{re.escape(name)} failed leaving traceback", proc.output), proc.output[
+    assert re.search(rf"{re.escape(name)} failed leaving traceback", failed.output), failed.output[
         -3000:
     ]
-    assert "RuntimeError: deliberate failure in the second cell" in proc.output
-    assert "Error 2" in proc.output or "Error 1" in proc.output  # make reports the failure
+    assert "RuntimeError: deliberate failure in the second cell" in failed.output
+    assert "Error 2" in failed.output or "Error 1" in failed.output  # make reports the failure
 
 
-def test_a_sphinx_warning_fails_the_build(tmp_path):
-    name = "99_broken_references.py"
-    proc = build_site_copy(tmp_path, {name: BROKEN_REFERENCES}, pattern=r"99_broken_references")
-
-    assert proc.returncode != 0, proc.output[-3000:]
-    assert "warnings treated as errors" in proc.output
+def test_a_sphinx_warning_fails_the_build(failed):
+    assert failed.returncode != 0, failed.output[-3000:]
+    assert "warnings treated as errors" in failed.output
     # Both broken references are reported (--keep-going), each with the page it is on.
-    assert re.search(r"99_broken_references\.rst.*undefined label", proc.output), proc.output[
+    assert re.search(r"99_broken_references\.rst.*undefined label", failed.output), failed.output[
         -3000:
     ]
     assert re.search(
         r"99_broken_references\.rst.*reference target not found: attention\.no_such_function",
-        proc.output,
-    ), proc.output[-3000:]
+        failed.output,
+    ), failed.output[-3000:]
+
+
+def test_a_solution_whose_assert_fails_fails_the_build(failed):
+    # A page in a part of the gallery, as the pages are.
+    assert re.search(r"99_wrong_solution\.py failed leaving traceback", failed.output)
+    assert "assert answer == 41" in failed.output

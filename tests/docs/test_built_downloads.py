@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from docbuild import GALLERY_DIR, ROOT, gallery_scripts
+from docbuild import GALLERY_DIR, ROOT, gallery_script, gallery_scripts
 from sphinx.directives.code import LiteralInclude, LiteralIncludeReader
 from test_downloads_convert import REST_SYNTAX, fenced_blocks, markdown_prose
 
@@ -46,7 +46,8 @@ def literalincludes(script: str) -> list[str]:
                 break
             value = option.group("value").strip() or None
             options[option.group("name")] = LiteralInclude.option_spec[option.group("name")](value)
-        path = (TUTORIALS_SRC / match.group("path")).resolve()
+        # Relative to the rendered page, docs/tutorials/<part>/.
+        path = (TUTORIALS_SRC / Path(script).parent / match.group("path")).resolve()
         config = SimpleNamespace(source_encoding="utf-8-sig")
         texts.append(LiteralIncludeReader(str(path), options, config).read()[0])
     return texts
@@ -58,7 +59,7 @@ def download(html_dir: Path, name: str) -> Path:
 
 
 def notebook_cells(html_dir: Path, script: str) -> list[dict]:
-    path = download(html_dir, script.replace(".py", ".ipynb"))
+    path = download(html_dir, Path(script).with_suffix(".ipynb").name)
     return json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
@@ -73,9 +74,14 @@ def install_line(html_dir: Path) -> str:
 @pytest.fixture(scope="module")
 def wheel_url(html_dir: Path) -> str:
     line = install_line(html_dir)
-    match = re.fullmatch(r"pip install (\S+/packages/" + re.escape(WHEEL) + ")", line)
-    assert match, f"the landing page's install line names no wheel {WHEEL}: {line!r}"
+    match = re.fullmatch(r"pip install matplotlib (\S+/packages/" + re.escape(WHEEL) + ")", line)
+    assert match, f"the landing page's install line names no matplotlib and wheel {WHEEL}: {line!r}"
     return match.group(1)
+
+
+def test_landing_page_says_how_to_install_a_cpu_only_pytorch(html_dir: Path):
+    text = re.sub(r"<[^>]+>", "", (html_dir / "index.html").read_text(encoding="utf-8"))
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text
 
 
 def test_wheel_is_published_with_every_module(html_dir: Path, wheel_url: str):
@@ -131,17 +137,95 @@ def test_downloads_carry_the_code_their_page_includes(html_dir: Path, script: st
     missing = [text for text in included if textwrap.dedent(text) not in blocks]
     assert not missing, f"{script}'s notebook lacks included code:\n" + "\n---\n".join(missing)
 
-    py = download(html_dir, script).read_text(encoding="utf-8")
+    py = download(html_dir, Path(script).name).read_text(encoding="utf-8")
     assert ".. literalinclude::" not in py
     uncommented = "\n".join(re.sub(r"^# ?", "", line) for line in py.splitlines())
     for text in included:
-        shown = [textwrap.indent(text.rstrip("\n"), " " * k, str.strip) for k in range(4, 17)]
+        code = textwrap.dedent(text).rstrip("\n")
+        shown = [textwrap.indent(code, " " * k, str.strip) for k in range(4, 17)]
         assert any(s in uncommented for s in shown), f"{script}.py lacks:\n{text}"
+
+
+def _raw_fences(markdown: str) -> list[str]:
+    """The contents of the fenced blocks of ``markdown`` as written, relative to the fence."""
+    blocks = re.findall(r"(?ms)^([ \t]*)(`{3,})[^\n]*\n(.*?)^\1\2[ \t]*$", markdown)
+    return [
+        "\n".join(line[len(indent) :] for line in code.split("\n")) for indent, _, code in blocks
+    ]
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_notebook_excerpts_start_at_the_margin(html_dir: Path, script: str):
+    """A method's excerpt shows from the margin in a notebook, not 8 spaces in."""
+    indented = []
+    for cell in notebook_cells(html_dir, script):
+        if cell["cell_type"] == "markdown":
+            for code in _raw_fences("".join(cell["source"])):
+                if code.strip() and textwrap.dedent(code) != code:
+                    indented.append(code.split("\n")[0])
+    assert not indented, f"{script}'s notebook shows indented excerpts: {indented}"
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_notebook_folds_every_solution(html_dir: Path, script: str):
+    """Each exercise's solution cells are folded (jupyter.source_hidden), its heading is not,
+    and no code cell is empty."""
+    cells = notebook_cells(html_dir, script)
+    source = (GALLERY_DIR / script).read_text(encoding="utf-8")
+    solutions = len(re.findall(r"^# \.\. solution \d+\s*$", source, flags=re.MULTILINE))
+    headings = [
+        i
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "markdown"
+        and re.match(r"\*\*Solution to exercise \d+\*\*", "".join(cell["source"]))
+    ]
+    assert len(headings) == solutions, f"{script}: {len(headings)} solution headings"
+    for i in headings:
+        assert not cells[i]["metadata"].get("jupyter", {}).get("source_hidden")
+        following = cells[i + 1]
+        assert following["metadata"].get("jupyter", {}).get("source_hidden"), (
+            f"{script}: the cell after solution heading {i} is not folded"
+        )
+    empty = [
+        i
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "code" and not "".join(c["source"]).strip()
+    ]
+    assert not empty, f"{script}: empty code cells {empty}"
+
+
+#: Sphinx markup that a downloaded script's docstring and comments must not show.
+_SCRIPT_MARKUP = re.compile(
+    r"^\s*\.\. [\w:-]+::|:[\w-]+:`|^\s*\.\. solution \d+\s*$|``", flags=re.MULTILINE
+)
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_script_reads_as_python_with_plain_comments(html_dir: Path, script: str):
+    """No directive (``.. prerequisites::``), role (``:cite:p:``), solution marker or reST
+    literal in the downloaded script's docstring and text comments; the code is the page's."""
+    import ast
+
+    py = download(html_dir, Path(script).name).read_text(encoding="utf-8")
+    tree = ast.parse(py)
+    docstring = ast.get_docstring(tree) or ""
+    comments = []
+    lines = py.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("# %%"):
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("#") and not lines[j].startswith("# %%"):
+                comments.append(lines[j][2:])
+                j += 1
+    # Code shown in the comments is indented by 4 or more: it may hold anything.
+    prose = [line for line in [*docstring.splitlines(), *comments] if not line.startswith("    ")]
+    found = [m.group(0) for m in _SCRIPT_MARKUP.finditer("\n".join(prose))]
+    assert not found, f"{script}.py shows Sphinx markup: {found[:5]}"
 
 
 @pytest.mark.parametrize("script", gallery_scripts())
 def test_script_header_says_how_to_install(html_dir: Path, wheel_url: str, script: str):
-    py = download(html_dir, script).read_text(encoding="utf-8")
+    py = download(html_dir, Path(script).name).read_text(encoding="utf-8")
     header = py[: py.index('r"""') if 'r"""' in py else py.index('"""')]
     assert re.search(
         rf'^#     pip install "torch>=[\d.]+" matplotlib {re.escape(wheel_url)}$',
@@ -173,7 +257,7 @@ def test_zips_hold_the_converted_downloads(html_dir: Path):
 def test_notebook_citations_link_to_entries_of_the_bibliography(html_dir: Path):
     markdown = "".join(
         "".join(cell["source"])
-        for cell in notebook_cells(html_dir, "07_transformer_block.py")
+        for cell in notebook_cells(html_dir, gallery_script("07_transformer_block"))
         if cell["cell_type"] == "markdown"
     )
     links = re.findall(r"\[Vaswani et al\. \(2017\)\]\((\S+?)#(\w+)\)", markdown)

@@ -7,6 +7,7 @@ import random
 import re
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -104,3 +105,49 @@ def test_version_and_torch_requirement_are_the_distributions():
 def test_intersphinx_is_off_without_opt_in():
     conf = load_conf(ATTENTION_INTERSPHINX="", READTHEDOCS="")
     assert "sphinx.ext.intersphinx" not in conf["extensions"]
+
+
+def test_the_repository_is_linked_only_when_named():
+    options = load_conf(ATTENTION_REPOSITORY_URL="", READTHEDOCS_GIT_CLONE_URL="")[
+        "html_theme_options"
+    ]
+    assert "source_repository" not in options and "footer_icons" not in options
+
+
+def test_a_fork_names_its_repository_and_the_pages_link_to_it():
+    conf = load_conf(
+        ATTENTION_REPOSITORY_URL="https://github.com/someone/attention-fork",
+        ATTENTION_REPOSITORY_BRANCH="work",
+    )
+    options = conf["html_theme_options"]
+    assert options["source_repository"] == "https://github.com/someone/attention-fork/"
+    assert options["source_branch"] == "work" and options["source_directory"] == "docs/"
+    (icon,) = options["footer_icons"]
+    assert icon["url"] == "https://github.com/someone/attention-fork" and "<svg" in icon["html"]
+
+
+def test_on_read_the_docs_the_repository_is_the_one_the_build_cloned():
+    conf = load_conf(
+        ATTENTION_REPOSITORY_URL="",
+        ATTENTION_REPOSITORY_BRANCH="",
+        READTHEDOCS="True",
+        READTHEDOCS_GIT_CLONE_URL="https://github.com/org/attention.git",
+        READTHEDOCS_GIT_IDENTIFIER="v1.0",
+    )
+    options = conf["html_theme_options"]
+    assert options["source_repository"] == "https://github.com/org/attention/"
+    assert options["source_branch"] == "v1.0"
+
+
+def test_previews_and_sitemap_use_the_sites_address():
+    conf = load_conf(ATTENTION_SITE_URL="https://example.org/attention")
+    assert {"sphinxext.opengraph", "sphinx_sitemap"} <= set(conf["extensions"])
+    assert conf["html_baseurl"] == conf["ogp_site_url"] == "https://example.org/attention/"
+    assert conf["ogp_image"].endswith(".png")
+    assert Path(conf["html_favicon"]).is_file()
+
+
+def test_the_new_site_extensions_are_pinned():
+    requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    for dist in ("sphinxext-opengraph", "sphinx-sitemap"):
+        assert re.search(rf"^{dist}==[\d.]+$", requirements, flags=re.MULTILINE), dist

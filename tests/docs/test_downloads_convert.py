@@ -208,13 +208,17 @@ def test_notebook_carries_the_included_code_and_no_rest(tmp_path: Path, module: 
         sphinx_reads(module, pyobject="Box.grow", **{"start-at": "total =", "end-at": "return"}),
         sphinx_reads(module, lines="16-17"),
     ]
-    expected[1] = textwrap.dedent(expected[1])
+    expected = [textwrap.dedent(code) for code in expected]
     assert includes == expected
     assert expected[1] == "total = self.size + by\nreturn total\n"
     blocks = fenced_blocks(markdown)
     for code in expected:
-        assert textwrap.dedent(code) in blocks
-    assert "```python\n" + expected[0].rstrip() + "\n```" in markdown
+        assert code in blocks
+    # A method shows from the margin, under the file and the object it comes from.
+    assert expected[0].startswith("def __init__")
+    assert "*From `pkg/box.py`: `Box.__init__`:*\n\n```python\n" + expected[
+        0
+    ].rstrip() + "\n```" in (markdown)
     # Inside a list item the block keeps the item's indentation.
     assert "  ```python\n  def helper():\n      return 1\n  ```" in markdown
 
@@ -271,18 +275,31 @@ def test_unknown_citations_keep_their_key_without_rest():
     assert text == "(nobody2000) and x"
 
 
-def test_script_gets_a_header_and_the_included_code_as_comments(module: Path):
-    text, includes = dl.convert_script(PAGE, include=include_from(module), header="# HEADER\n")
-    assert text.startswith('# HEADER\nr"""\n')
-    assert len(includes) == 3
-    assert ".. literalinclude::" not in text
-    # In the docstring, plain lines; in a comment block, commented lines.
-    assert "\n.. code-block:: python\n\n        def __init__(self, size: int):\n" in text
-    assert "\n# .. code-block:: python\n#\n#     total = self.size + by\n#     return total\n" in (
-        text
+def test_script_gets_a_header_and_the_included_code_as_plain_comments(module: Path):
+    text, includes = dl.convert_script(
+        PAGE, include=include_from(module), header="# HEADER\n", links=FakeLinks()
     )
-    assert "\n#   .. code-block:: python\n#\n#       def helper():\n" in text
+    assert text.startswith('# HEADER\nr"""\nA made-up page\n')
+    assert len(includes) == 3
+    assert ".. literalinclude::" not in text and ".. code-block::" not in text
+    # In the docstring, plain lines; in a comment block, commented lines; each excerpt under
+    # its file and object, dedented, then indented by 4.
+    assert "\nFrom `pkg/box.py`: `Box.__init__`:\n\n    def __init__(self, size: int):\n" in text
+    assert (
+        "\n# From `pkg/box.py`: `Box.grow`:\n#\n#     total = self.size + by\n#     return total\n"
+        in (text)
+    )
+    assert "\n#   From `pkg/box.py`, lines 16-17:\n#\n#       def helper():\n" in text
+    # Roles are their text, without links; literals read as `code`; maths as LaTeX.
+    assert "It uses `attention.MultiHeadAttention`, `causal_mask()`," in text
+    assert "and Building masks," in text and "see the reference." in text
+    assert "Literal `:class:`x`` stays literal." in text
+    assert "# Note: A note with a role, `attention.masks.causal_mask()`." in text
+    assert "#     make html\n" in text and "# A literal block:\n#\n#     x = 1\n" in text
+    assert "comment" not in text
     compile(text, "page.py", "exec")
+    # The program is the page's: only the docstring and the comments changed.
+    assert '\nprint("code")' in text
 
 
 def test_an_include_that_would_end_the_docstring_is_refused(module: Path):
@@ -328,7 +345,7 @@ class ExerciseLinks(FakeLinks):
         return super().label(name, from_doc)
 
 
-def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_path: Path):
+def test_notebook_folds_the_solutions_and_shows_the_prerequisites_line(tmp_path: Path):
     page = tmp_path / "docs" / "tutorials" / "99_page.py"
     page.parent.mkdir(parents=True)
     page.write_text(EXERCISES_PAGE, encoding="utf-8")
@@ -339,8 +356,10 @@ def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_p
         page, gallery_conf, include=None, links=ExerciseLinks(), docname="tutorials/99_page"
     )
     cells = notebook["cells"]
-    assert [c["cell_type"] for c in cells] == ["markdown", "markdown", "code", "markdown", "code"]
+    kinds = [c["cell_type"] for c in cells]
+    assert kinds == ["markdown", "markdown", "markdown", "markdown", "code", "markdown", "code"]
     sources = ["".join(c["source"]) for c in cells]
+    hidden = [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in cells]
     # Both pages linked by title, and the reading time the page shows (1 minute: short).
     assert (
         "**Prerequisites:** [Multi-head](https://site.test/tutorials/04_multi_head.html#mh), "
@@ -348,15 +367,52 @@ def test_notebook_shows_solutions_as_bold_lines_and_the_prerequisites_line(tmp_p
         "a ``torch.Tensor`` · "
         "Reading time: about 1 min"
     ) in sources[0]
-    assert (
-        "1. **One.** A question.\n\n**Solution to exercise 1**\n\nWhat to notice." in (sources[1])
-    )
-    assert sources[3].strip() == "**Solution to exercise 2**"
-    for markdown in (sources[0], sources[1], sources[3]):
+    # The exercises, then each solution's heading (shown) and its cells (folded).
+    assert sources[1].strip().endswith("1. **One.** A question.")
+    assert sources[2].startswith("**Solution to exercise 1** (folded")
+    assert sources[3].strip() == "What to notice."
+    assert sources[5].startswith("**Solution to exercise 2** (folded")
+    assert hidden == [False, False, False, True, True, False, True]
+    for markdown in (sources[0], sources[1], sources[2], sources[5]):
         assert ".. " not in markdown and not REST_SYNTAX.search(markdown_prose(markdown))
 
 
-def test_script_keeps_the_solution_markers_as_comments():
-    text, _ = dl.convert_script(EXERCISES_PAGE, include=None, header="")
-    assert "\n# .. solution 1\n" in text and "\n# .. solution 2\n" in text
-    assert "\n.. prerequisites:: 04_multi_head 05_masks\n   :assumes: a" in text
+def test_notebook_leaves_out_cells_that_hold_only_hidden_lines(tmp_path: Path):
+    page = tmp_path / "99_page.py"
+    page.write_text(
+        '"""\nT\n=\n\nText.\n"""\n\n# %%\n# A check.\n\n# sphinx_gallery_start_ignore\n'
+        "assert True\n# sphinx_gallery_end_ignore\n\n# %%\nprint(1)\n",
+        encoding="utf-8",
+    )
+    gallery_conf = {"first_notebook_cell": None, "last_notebook_cell": None}
+    gallery_conf |= {"notebook_images": False, "pypandoc": False}
+    gallery_conf |= {"promote_jupyter_magic": False, "remove_config_comments": True}
+    notebook, _ = dl.convert_notebook(
+        page, gallery_conf, include=None, links=dl.Links(), docname="tutorials/99_page"
+    )
+    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert code == ["print(1)"]
+
+
+def test_script_says_the_prerequisites_and_the_solutions_in_words():
+    text, _ = dl.convert_script(
+        EXERCISES_PAGE,
+        include=None,
+        header="",
+        links=ExerciseLinks(),
+        docname="tutorials/99_page",
+        minutes=3,
+    )
+    assert (
+        "\nPrerequisites: Multi-head, Building masks, a `torch.Tensor` · "
+        "Reading time: about 3 min\n" in text
+    )
+    assert "\n# Solution to exercise 1:\n" in text and "\n# Solution to exercise 2:\n" in text
+    assert ".. " not in text and ":cite:" not in text
+    compile(text, "page.py", "exec")
+
+
+def test_script_citations_are_author_and_year():
+    page = '"""\nT\n=\n\nAs :cite:t:`vaswani2017` wrote :cite:p:`press2022`.\n"""\n'
+    text, _ = dl.convert_script(page, include=None, header="", links=FakeLinks())
+    assert "As Vaswani et al. (2017) wrote (Press et al., 2022)." in text

@@ -16,7 +16,7 @@ def test_report_lists_every_gallery_script_and_no_failure(junit_report: Path):
     assert gallery_scripts(), "gallery/ has no scripts"
     # A build limited by ATTENTION_GALLERY_PATTERN, or one that skipped unchanged scripts,
     # lists fewer: `make test` builds clean and runs them all.
-    assert ran == gallery_scripts()
+    assert ran == sorted(Path(script).name for script in gallery_scripts())
     failed = {
         Path(case.get("file")).name: case.find("failure").get("message")
         for case in cases

@@ -1,6 +1,6 @@
-"""Page 12's "Recorded results on a GPU" section, run on its own: with no recorded results it
-prints one line and draws nothing; with a results file written by the benchmarks' own writer it
-plots the newest file. The section's code is taken from the page, not copied."""
+"""Page 17's (performance) "Recorded results on a GPU" section, run on its own: with no recorded
+results it prints one line and draws nothing; with a results file written by the benchmarks' own
+writer it plots the newest file. The section's code is taken from the page, not copied."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
-from docbuild import ROOT  # noqa: E402
+from docbuild import pages  # noqa: E402
 from sphinx_gallery.py_source_parser import split_code_and_text_blocks  # noqa: E402
 
 from benchmarks import gpu  # noqa: E402
 from benchmarks.report import CsvWriter  # noqa: E402
 
-PAGE = ROOT / "gallery" / "12_performance.py"
+PAGE = pages.find("17_performance")
 
 
 def gpu_section_code() -> str:
@@ -26,7 +26,7 @@ def gpu_section_code() -> str:
         if label == "text" and "Recorded results on a GPU" in content:
             following = [b for b in blocks[i + 1 :] if b[0] == "code"]
             return following[0][1]
-    raise AssertionError("page 12 has no 'Recorded results on a GPU' section")
+    raise AssertionError("page 17 has no 'Recorded results on a GPU' section")
 
 
 def record(path, device: str) -> None:
@@ -62,7 +62,7 @@ def record(path, device: str) -> None:
 def run_section(tmp_path, monkeypatch, capsys) -> tuple[str, list]:
     monkeypatch.chdir(tmp_path)
     plt.close("all")
-    exec(compile(gpu_section_code(), str(PAGE), "exec"), {"plt": plt, "__name__": "page12"})
+    exec(compile(gpu_section_code(), str(PAGE), "exec"), {"plt": plt, "__name__": "page17"})
     return capsys.readouterr().out, [plt.figure(n) for n in plt.get_fignums()]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import sitecheck
 
-DEFAULT_TUTORIAL = "08_visualising_attention"
+DEFAULT_TUTORIAL = "11_visualising_attention"
 #: The trained classifier's first layer: code, a grid of heads and the printed prediction.
 DEFAULT_FIGURE = 2
 DEFAULT_OUT = sitecheck.REPO_ROOT / "docs" / "_static" / "readme-screenshot.png"
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 
-    rel = f"{sitecheck.TUTORIALS_DIR}/{args.tutorial}.html"
+    rel = sitecheck.tutorial(args.tutorial)
     if not (args.site / rel).is_file():
         print(f"{args.site / rel} does not exist: run `make html` first.", file=sys.stderr)
         return 1

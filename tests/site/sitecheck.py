@@ -37,22 +37,19 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 #: Set by .ci/run: in CI a missing browser or a missing build is a failure, not a skip.
 REQUIRE_BROWSER = os.environ.get("REQUIRE_BROWSER", "") == "1"
 
-#: The learning path, in order. Every one must be a page of the built site with its downloads.
-TUTORIALS = (
-    "01_qkv_analogy",
-    "02_scaled_dot_product",
-    "03_self_attention",
-    "04_multi_head",
-    "05_masks",
-    "06_mask_conventions",
-    "07_transformer_block",
-    "08_visualising_attention",
-    "09_checking_gradients",
-    "10_testing_against_pytorch",
-    "11_classifier",
-    "12_performance",
-    "13_memory_efficient",
-)
+# tests/pages.py finds the gallery's pages, in its parts and at its top.
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+import pages  # noqa: E402
+
+#: The learning path, in order: each page's place under ``tutorials/`` (``1_foundations/
+#: 01_qkv_analogy``). Every one must be a page of the built site with its downloads.
+TUTORIALS = tuple(pages.relative(page) for page in pages.pages())
+
+
+def tutorial(stem: str) -> str:
+    """The site path of the tutorial named ``stem``: ``tutorials/<part>/<stem>.html``."""
+    return f"{TUTORIALS_DIR}/{pages.relative(pages.find(stem))}.html"
+
 
 #: sphinx-gallery writes its rendered pages here (relative to the site root).
 TUTORIALS_DIR = "tutorials"

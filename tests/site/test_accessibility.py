@@ -232,8 +232,8 @@ EVERY_CONFIGURATION = (
     "api.html",
     "search.html",
     "generated/attention.MultiHeadAttention.html",
-    f"{sitecheck.TUTORIALS_DIR}/01_qkv_analogy.html",
-    f"{sitecheck.TUTORIALS_DIR}/08_visualising_attention.html",
+    sitecheck.tutorial("01_qkv_analogy"),
+    sitecheck.tutorial("11_visualising_attention"),
 )
 CONFIGURATIONS = [(scheme, width) for scheme in COLOR_SCHEMES for width in VIEWPORTS]
 
@@ -271,7 +271,7 @@ def test_page_passes_axe(html_page: str, site_url: str, site_dir: Path, tabs) ->
 def _first_tutorial_with_code(site_dir: Path) -> str:
     tutorials = sitecheck.tutorial_pages(site_dir)
     assert tutorials, "no tutorial page in the build"
-    preferred = f"{sitecheck.TUTORIALS_DIR}/01_qkv_analogy.html"
+    preferred = sitecheck.tutorial("01_qkv_analogy")
     return preferred if preferred in tutorials else tutorials[0]
 
 
@@ -328,7 +328,7 @@ def test_wide_figures_are_reached_and_scrolled_with_the_keyboard(
     """On a phone a figure wider than the column scrolls inside its link: Tab reaches the
     link, which is named by the figure's alt text and shows an outline, and the arrow keys
     scroll the figure rather than turn the page."""
-    rel = f"{sitecheck.TUTORIALS_DIR}/04_multi_head.html"
+    rel = sitecheck.tutorial("04_multi_head")
     if not (site_dir / rel).is_file():
         rel = sitecheck.pages_with_figures(site_dir)[0]
     context = browser.new_context(viewport=VIEWPORTS[390], color_scheme="light")

@@ -23,7 +23,7 @@ MIN_CONTRAST = 4.5
 #: A figure may have a few antialiased transparent pixels at most, never a transparent ground.
 MAX_TRANSPARENT_FRACTION = 0.01
 #: Preferred page for the tutorial screenshots (the heatmaps); else the first page with figures.
-SCREENSHOT_TUTORIAL = "08_visualising_attention"
+SCREENSHOT_TUTORIAL = "11_visualising_attention"
 
 FIGURE_SELECTOR = "img.sphx-glr-single-img, img.sphx-glr-multi-img"
 
@@ -260,7 +260,7 @@ def test_math_is_typeset_offline(site_dir: Path, site_url: str, browser) -> None
         if sitecheck.parse_page(site_dir / rel).has_math
     ]
     assert with_math, "no page has math: the API pages and tutorial 02 should"
-    preferred = f"{sitecheck.TUTORIALS_DIR}/02_scaled_dot_product.html"
+    preferred = sitecheck.tutorial("02_scaled_dot_product")
     rel = preferred if preferred in with_math else with_math[0]
     with visit(browser, site_url) as v:
         page = v.goto(rel)
@@ -357,7 +357,7 @@ def test_screenshots_light_and_dark(
         for rel in sitecheck.tutorial_pages(site_dir)
         if sitecheck.parse_page(site_dir / rel).figures
     ]
-    preferred = f"{sitecheck.TUTORIALS_DIR}/{SCREENSHOT_TUTORIAL}.html"
+    preferred = sitecheck.tutorial(SCREENSHOT_TUTORIAL)
     tutorial = preferred if preferred in figure_tutorials else (figure_tutorials or [None])[0]
     assert tutorial, "no tutorial page with a figure to photograph"
 

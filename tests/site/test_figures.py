@@ -325,7 +325,7 @@ def _as_one_cell_of_figures(html: str, count: int = 2) -> str:
 
 
 #: A page with two figures 800 px wide, wider than a phone's column.
-MULTI_PAGE = f"{sitecheck.TUTORIALS_DIR}/04_multi_head.html"
+MULTI_PAGE = sitecheck.tutorial("04_multi_head")
 
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])

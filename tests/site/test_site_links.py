@@ -31,14 +31,20 @@ def test_agreed_tutorial_is_a_page_with_downloads(site_dir: Path, tutorial: str)
     assert page.is_file(), f"tutorial page {rel} is missing from the built site"
     parsed = sitecheck.parse_page(page)
     assert parsed.is_gallery_example, f"{rel} is not a rendered sphinx-gallery example"
-    kinds = {d.kind: d for d in sitecheck.tutorial_downloads(site_dir) if d.tutorial == tutorial}
+    stem = Path(tutorial).name
+    kinds = {d.kind: d for d in sitecheck.tutorial_downloads(site_dir) if d.tutorial == stem}
     for kind in ("py", "ipynb"):
         assert kind in kinds, f"{rel} offers no .{kind} download"
         assert kinds[kind].path.is_file(), f"{rel} links a .{kind} that is not in the site"
 
-    index = sitecheck.parse_page(site_dir / sitecheck.TUTORIALS_DIR / "index.html")
-    linked = {sitecheck.resolve(f"{sitecheck.TUTORIALS_DIR}/index.html", h) for h in index.links}
-    assert any(t and t[0] == rel for t in linked), f"the gallery index does not link {rel}"
+    # The gallery's index and the index of the page's part link it.
+    indexes = [f"{sitecheck.TUTORIALS_DIR}/index.html"]
+    if "/" in tutorial:
+        indexes.append(f"{sitecheck.TUTORIALS_DIR}/{Path(tutorial).parent}/index.html")
+    for index_rel in indexes:
+        index = sitecheck.parse_page(site_dir / index_rel)
+        linked = {sitecheck.resolve(index_rel, h) for h in index.links}
+        assert any(t and t[0] == rel for t in linked), f"{index_rel} does not link {rel}"
 
 
 def test_internal_links_and_anchors_resolve(site_dir: Path, site_url: str) -> None:

@@ -35,9 +35,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pages  # tests/pages.py (on the path through conftest.py and sitecheck): runs a notebook
 import pytest
 import sitecheck
-from test_downloads import RUN_NOTEBOOK, tail
+from test_downloads import tail
 
 #: Short pages: the notebook's and the script's own run takes seconds; installing torch does not.
 NOTEBOOK_PAGE = "03_self_attention"
@@ -219,7 +220,8 @@ def _run_notebook(python, env, base, site_dir, notebook, reader: Path) -> None:
     reader.mkdir()
     url = base + notebook.path.relative_to(site_dir).as_posix()
     path = _fetch(url, reader / notebook.path.name)
-    cmd = [str(python), str(RUN_NOTEBOOK), path.name, str(CELL_TIMEOUT)]
+    # The one notebook runner (tests/pages.py), with the fresh environment's Python and kernel.
+    cmd = [str(python), pages.__file__, "notebook", path.name, str(CELL_TIMEOUT)]
     ran = _run(cmd, reader, env, TEST_TIMEOUT - 300)
     if ran.returncode == 0:
         return

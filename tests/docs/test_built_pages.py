@@ -1,0 +1,337 @@
+"""What the real build wrote for a reader: the landing page and its course, the gallery's
+cards, the tutorials' excerpts, code boxes and "view source" button, the API's module pages,
+the sidebar, and what a shared link or a search engine reads (Open Graph, the sitemap, the
+favicon). The layout in a browser is checked in tests/site/test_layout.py."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from docbuild import GALLERY_DIR, ROOT, gallery_scripts, pages
+
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import attention_course as course  # noqa: E402
+
+PARTS = course.course(GALLERY_DIR)
+PAGES = course.pages_of(PARTS)
+
+
+def html(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def text_of(fragment: str) -> str:
+    """Visible text of an HTML fragment: tags removed, entities and spaces simplified."""
+    import html as html_module
+
+    return re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", fragment))).strip()
+
+
+def section(page: str, anchor: str) -> str:
+    """The HTML of the section with id ``anchor``, up to the next section of its level."""
+    start = page.index(f'id="{anchor}"')
+    end = page.find("<section", start + 1)
+    return page[start : end if end > 0 else len(page)]
+
+
+def tutorial_hrefs(fragment: str) -> set[str]:
+    """The tutorial pages a fragment of the landing page links, as ``<part>/<stem>``."""
+    return {m for m in re.findall(r'href="tutorials/([\w/]+)\.html', fragment)}
+
+
+def reading_minutes(html_dir: Path, page: course.Page) -> int:
+    rendered = html(html_dir / "tutorials" / f"{pages.relative(page.path)}.html")
+    return int(re.search(r"Reading time: about (\d+) min", rendered).group(1))
+
+
+# -- The landing page ----------------------------------------------------------------------------
+
+
+def test_the_landing_page_starts_with_what_the_course_is_and_start_here(html_dir: Path):
+    page = html(html_dir / "index.html")
+    main = page[page.index("<h1") :]
+    lead = re.search(r'<p class="attention-lead">(.*?)</p>', main, flags=re.DOTALL)
+    assert lead and "course" in text_of(lead.group(1)), "no lead paragraph under the title"
+    start = re.search(r'<p class="attention-start">(.*?)</p>', main, flags=re.DOTALL)
+    assert start, "no 'Start here' on the landing page"
+    first = PAGES[0]
+    assert text_of(start.group(1)).startswith(f"Start here: {first.number}. {first.title}")
+    assert f'href="tutorials/{pages.relative(first.path)}.html' in start.group(1)
+    # Right under the lead: before the figure and every section.
+    assert main.index("attention-start") < main.index("attention-landing-figure")
+    assert main.index("attention-start") < main.index("<section", 10)
+
+
+def test_the_landing_page_shows_the_whole_course_in_its_parts(html_dir: Path):
+    page = html(html_dir / "index.html")
+    outline = section(page, "the-course")
+    titles = [text_of(t) for t in re.findall(r'<p class="[^"]*\brubric\b[^"]*">(.*?)</p>', outline)]
+    assert titles == [part.title for part in PARTS], titles
+    assert len([p for p in PARTS if p.folder]) == 5
+    linked = tutorial_hrefs(outline)
+    for page_ in PAGES:
+        assert pages.relative(page_.path) in linked, f"the outline does not link {page_.stem}"
+        item = re.search(
+            rf"<li><p>{page_.number}\. <a [^>]*href=\"tutorials/{pages.relative(page_.path)}"
+            rf"\.html[^>]*>.*?</li>",
+            outline,
+            flags=re.DOTALL,
+        )
+        assert item, f"no item '{page_.number}. <title>' for {page_.stem}"
+        words = text_of(item.group(0))
+        assert re.search(r": \S.*\(\d+ min\)$", words), f"no summary and time: {words!r}"
+
+
+def test_the_total_reading_time_is_the_sum_of_the_pages(html_dir: Path):
+    minutes = [reading_minutes(html_dir, page) for page in PAGES]
+    total = course.duration(sum(minutes))
+    page = text_of(html(html_dir / "index.html"))
+    assert f"takes about {total} to read" in page, total
+    assert f"about {total} of reading in all" in page
+    for part in PARTS:
+        part_total = sum(reading_minutes(html_dir, p) for p in part.pages)
+        assert f"about {course.duration(part_total)})" in page, part.title
+
+
+def test_what_you_will_learn_covers_every_page(html_dir: Path):
+    learn = section(html(html_dir / "index.html"), "what-you-will-learn")
+    linked = tutorial_hrefs(learn)
+    missing = [p.stem for p in PAGES if pages.relative(p.path) not in linked]
+    assert not missing, f"'What you will learn' does not cover {missing}"
+    assert "(coming)" not in text_of(learn), "'What you will learn' names a page that is not built"
+
+
+def test_the_landing_page_says_what_a_reader_needs_first(html_dir: Path):
+    needs = text_of(section(html(html_dir / "index.html"), "before-you-start"))
+    for word in ("Python", "matrix product", "CPU"):
+        assert word in needs, word
+
+
+def test_the_landing_figure_is_made_for_it_in_both_schemes(html_dir: Path):
+    page = html(html_dir / "index.html")
+    figure = page[page.index("attention-landing-figure") :]
+    figure = figure[: figure.index("attention-landing-caption")]
+    images = re.findall(r"<img [^>]*>", figure)
+    sources = [re.search(r'src="([^"]+)"', img).group(1) for img in images]
+    assert not any("thumb" in src for src in sources), sources
+    light = [img for img in images if "only-light" in img]
+    dark = [img for img in images if "only-dark" in img]
+    assert len(light) == len(dark) == 2, images
+    for img in images:
+        src = re.search(r'src="([^"]+)"', img).group(1)
+        assert src.endswith(".svg") and (html_dir / src).is_file(), src
+        assert re.search(r'alt="[^"]{40,}"', img), f"no description: {img}"
+    for src in sources:
+        svg = html(html_dir / src)
+        ground = "#131416" if "dark" in src else "#ffffff"
+        assert ground in svg, f"{src}: not on the page's ground {ground}"
+
+
+def test_computation_times_are_linked_from_the_build_notes(html_dir: Path):
+    notes = section(html(html_dir / "index.html"), "how-this-site-is-built")
+    assert 'href="sg_execution_times.html' in notes
+
+
+# -- The gallery's index ------------------------------------------------------------------------
+
+
+def test_the_gallery_index_has_the_parts_and_numbered_summarised_cards(html_dir: Path):
+    index = html(html_dir / "tutorials" / "index.html")
+    for part in PARTS:
+        if part.folder:
+            assert f">{part.title}<" in index, part.title
+    cards = re.findall(
+        r'<div class="sphx-glr-thumbcontainer attention-card".*?attention-card-time">',
+        index,
+        flags=re.DOTALL,
+    )
+    assert len(cards) == len(PAGES), f"{len(cards)} numbered cards for {len(PAGES)} pages"
+    for page_, card in zip(PAGES, cards, strict=True):
+        assert f'<span class="attention-card-number">{page_.number}</span>' in card
+        summary = re.search(r'attention-card-summary">(.*?)</div>', card, flags=re.DOTALL)
+        assert summary and len(text_of(summary.group(1))) > 10, card[:500]
+        assert "tooltip=" not in card
+
+
+def test_every_page_has_a_one_line_summary_of_its_own():
+    """Each page says in one line what it is about (``:summary:`` under its prerequisites),
+    for the landing page and its card; the first sentence of its introduction is a fallback."""
+    from attention_prerequisites import directive_options
+
+    missing = []
+    for page_ in PAGES:
+        docstring = course._docstring(page_.path)
+        summary = directive_options(docstring, "prerequisites").get("summary", "")
+        if not summary or len(summary) > 160:
+            missing.append(page_.stem)
+    assert not missing, (
+        f"pages without a one-line ':summary:' (160 characters at most) in their "
+        f"'.. prerequisites::' line: {missing}"
+    )
+
+
+# -- The tutorials -------------------------------------------------------------------------------
+
+_INCLUDE = re.compile(
+    r"^#?\s*\.\. literalinclude::\s*(?:\.\./)+(?P<path>(?:attention|benchmarks)/\S+)\s*$",
+    flags=re.MULTILINE,
+)
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_every_package_excerpt_is_captioned_with_its_file(html_dir: Path, script: str):
+    """Each literalinclude of the package is captioned with its file (linked to its source)
+    and its object (linked to its API page, or its source)."""
+    source = (GALLERY_DIR / script).read_text(encoding="utf-8")
+    included = _INCLUDE.findall(source)
+    rendered = html(html_dir / "tutorials" / script.replace(".py", ".html"))
+    captions = re.findall(
+        r'<div class="literal-block-wrapper attention-excerpt[^"]*"[^>]*>\s*'
+        r'<div class="code-block-caption"><span class="[^"]*caption-text">(.*?)</span>'
+        r'<a class="headerlink"',
+        rendered,
+        flags=re.DOTALL,
+    )
+    assert len(captions) == len(included), (
+        f"{script}: {len(included)} excerpts of the package, {len(captions)} captioned"
+    )
+    for path, caption in zip(included, captions, strict=True):
+        assert text_of(caption).startswith(path), f"{script}: {text_of(caption)!r} for {path}"
+        if path.startswith("attention/"):  # the package's source and API pages are here
+            assert "<a " in caption, f"{script}: the caption of {path} links nowhere"
+
+
+_FRAGMENT_OPTIONS = re.compile(r":(?:start-at|start-after|end-at|end-before|lines):")
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_every_package_excerpt_is_a_whole_object(script: str):
+    """An excerpt reads on its own: a whole function, class or method (``:pyobject:``), never
+    lines cut out of one."""
+    source = (GALLERY_DIR / script).read_text(encoding="utf-8")
+    fragments = []
+    for match in _INCLUDE.finditer(source):
+        options = source[match.end() : match.end() + 400].split("\n")[1:]
+        block = []
+        for line in options:
+            if re.match(r"^#?\s+:[\w-]+:", line):
+                block.append(line)
+            else:
+                break
+        text = "\n".join(block)
+        if ":pyobject:" not in text or _FRAGMENT_OPTIONS.search(text):
+            fragments.append(f"{match.group('path')} {' '.join(s.strip('# ') for s in block)}")
+    assert not fragments, f"{script} shows fragments of the package: {fragments}"
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_no_empty_code_box(html_dir: Path, script: str):
+    rendered = html(html_dir / "tutorials" / script.replace(".py", ".html"))
+    boxes = re.findall(
+        r'<div class="highlight-Python notranslate"><div class="highlight"><pre>(.*?)</pre>',
+        rendered,
+        flags=re.DOTALL,
+    )
+    empty = [i for i, box in enumerate(boxes) if not text_of(box)]
+    assert not empty, f"{script}: empty code boxes (numbers {empty} of {len(boxes)})"
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_view_source_opens_the_pages_script(html_dir: Path, script: str):
+    page = html_dir / "tutorials" / script.replace(".py", ".html")
+    rendered = html(page)
+    view = re.search(r'<div class="view-this-page">\s*<a [^>]*href="([^"]+)"', rendered)
+    assert view, f"{script}: no 'view this page' button"
+    href = view.group(1)
+    assert not href.endswith(".rst.txt"), f"{script}: the button opens the generated reST"
+    assert href.endswith(Path(script).name), href
+    if not href.startswith("http"):
+        assert (page.parent / href).resolve().is_file()
+
+
+# -- The API reference ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["attention.repro", "attention.masks", "attention.flex", "attention.recipes",
+     "attention.training", "attention.measure"],
+)  # fmt: skip
+def test_module_pages_end_with_the_tutorials_that_use_them(html_dir: Path, module: str):
+    page = html(html_dir / "generated" / f"{module}.html")
+    assert "Examples using <code" in page and module in page, f"{module}: no mini-gallery"
+    assert "sphx-glr-thumbcontainer" in page
+
+
+def test_every_module_of_the_package_has_an_api_page(html_dir: Path):
+    import pkgutil
+
+    import attention
+
+    modules = ["attention." + m.name for m in pkgutil.iter_modules(attention.__path__)]
+    modules = [m for m in modules if not m.rsplit(".", 1)[1].startswith("_")]
+    missing = [m for m in modules if not (html_dir / "generated" / f"{m}.html").is_file()]
+    # Modules whose every name has a page of its own need no module page.
+    import importlib
+
+    def covered(module: str) -> bool:
+        names = getattr(importlib.import_module(module), "__all__", [])
+        return bool(names) and all(
+            (html_dir / "generated" / f"attention.{n}.html").is_file()
+            or (html_dir / "generated" / f"{module}.{n}.html").is_file()
+            for n in names
+        )
+
+    missing = [m for m in missing if not covered(m)]
+    assert not missing, f"modules without an API page: {missing}"
+
+
+def test_a_name_with_its_own_page_is_not_documented_again_on_its_module_page(html_dir: Path):
+    masks = html(html_dir / "generated" / "attention.masks.html")
+    assert 'id="attention.masks.to_torch_attn_mask"' in masks
+    assert 'id="attention.masks.causal_mask"' not in masks
+
+
+def test_the_sidebar_breaks_names_only_after_a_dot_or_an_underscore(html_dir: Path):
+    api = html(html_dir / "api.html")
+    sidebar = api[api.index('class="sidebar-tree"') :]
+    assert "attention.<wbr>sliding_<wbr>window_<wbr>mask" in sidebar
+    css = html(html_dir / "_static" / "custom.css")
+    assert re.search(r"\.sidebar-tree \.reference \{[^}]*overflow-wrap: normal", css)
+
+
+# -- Sharing and finding -------------------------------------------------------------------------
+
+
+def test_pages_carry_link_previews_with_the_sites_address(html_dir: Path):
+    from docbuild import load_conf
+
+    site = load_conf()["attention_site_url"]
+    for rel in ["index.html", f"tutorials/{gallery_scripts()[0].replace('.py', '.html')}"]:
+        page = html(html_dir / rel)
+        assert re.search(r'<meta property="og:title" content="[^"]+"', page), rel
+        url = re.search(r'<meta property="og:url" content="([^"]+)"', page).group(1)
+        assert url.startswith(site), url
+        image = re.search(r'<meta property="og:image" content="([^"]+)"', page).group(1)
+        assert image.startswith(site) and image.endswith(".png"), image
+        assert (html_dir / image[len(site) :]).is_file()
+
+
+def test_a_sitemap_lists_every_page_at_the_sites_address(html_dir: Path):
+    from docbuild import load_conf
+
+    site = load_conf()["attention_site_url"]
+    sitemap = html(html_dir / "sitemap.xml")
+    urls = re.findall(r"<loc>([^<]+)</loc>", sitemap)
+    assert f"{site}index.html" in urls
+    for script in gallery_scripts():
+        assert f"{site}tutorials/{script.replace('.py', '.html')}" in urls, script
+
+
+def test_every_page_has_a_favicon(html_dir: Path):
+    page = html(html_dir / "index.html")
+    icon = re.search(r'<link rel="(?:shortcut )?icon" href="([^"]+)"', page)
+    assert icon and (html_dir / icon.group(1).split("?")[0]).is_file()
