@@ -10,8 +10,10 @@ with a set of *keys*; and it returns the *values* that belong to the keys that m
 best. A search engine does the same: the query is what you type, the keys are the titles
 of the pages, and the values are the contents of the pages. What attention adds is one
 small change: instead of returning the single best page, it returns a blend of all of
-them, weighted by how well each one matched. That blend is the attention of
-:cite:t:`bahdanau2015`, which the Transformer of :cite:t:`vaswani2017` is built on.
+them, weighted by how well each one matched. That blend is the attention that
+:cite:t:`bahdanau2015` introduced for translation. They scored each match with a small
+learned network (*additive* attention); this page scores it with a dot product, as the
+Transformer of :cite:t:`vaswani2017` does, which then divides the scores by a constant.
 
 This page builds that picture with a toy search engine over five pages, then works
 through attention on three tokens with every intermediate number printed and drawn,
@@ -21,19 +23,33 @@ was built.
 """
 
 # %%
+# Setup
+# -----
+#
+# Every page of the site opens with the same two lines, from :mod:`attention.repro`,
+# the package's module for reproducible examples.
+# :func:`~attention.repro.default_device` picks the device the page runs on: the one
+# named by the environment variable ``ATTENTION_DEVICE`` when it is set, else a GPU when
+# there is one, else the CPU. :func:`~attention.repro.seed_everything` seeds the random
+# number generators of Python, NumPy and PyTorch from ``ATTENTION_SEED`` (0 when it is
+# not set), so that a page draws the same random numbers every time it runs, and
+# ``ATTENTION_SEED=3 python 02_scaled_dot_product.py`` reruns the next page with other
+# ones. This page draws none.
+
+import torch
+
+from attention.repro import default_device, seed_everything
+
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
+seed = seed_everything()  # ATTENTION_SEED, default 0
+
+# %%
 # A toy search engine
 # -------------------
 #
 # Five pages, each with a title. To compare a query with a title we turn both into
 # vectors in the simplest way there is: count how often each of five topic words appears
 # in the text. The title vectors are the **keys**.
-
-import torch
-
-from attention.repro import default_device, seed_everything
-
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
-seed = seed_everything()  # ATTENTION_SEED, default 0
 
 TOPICS = ["cat", "dog", "food", "health", "toys"]
 
@@ -251,8 +267,9 @@ assert weights_by_sharpness[-1, 0] > 0.99  # nearly the hard lookup
 # Pages with the same score always get the same weight, so the five pages make three
 # lines. On the left the weights are all close to 1/5; on the right the best page's
 # weight climbs to 1 and the others fall to 0. How sharp the scores are decides how
-# "hard" attention is, and :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` shows why
-# attention divides its scores by a constant to keep them from getting too sharp.
+# "hard" attention is, and
+# :ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` shows why attention
+# divides its scores by a constant to keep them from getting too sharp.
 #
 # Why soft? Because it can learn
 # ------------------------------
@@ -389,16 +406,6 @@ axes[3].set_ylabel("query token")
 fig.suptitle("Attention on three tokens, step by step")
 plt.show()
 
-# %%
-# Panels 1 and 2 share one colour scale, so the division by :math:`\sqrt{E}` shows as
-# paler cells. Read the picture row by row. "the" matches "the" and "sat" equally well
-# and "cat" not at all, so its weights split between those two (with a little left for
-# "cat": a softmax never gives exactly 0). "cat" looks mostly at itself. "sat" has the
-# same score for every key, so its weights are exactly equal, a third each. Because the
-# first three numbers of each value mark its token, the first three columns of the
-# output are the weights themselves; and because every value ends in 2 and the weights
-# of a row sum to 1, the last column of the output is 2 in every row.
-
 # sphinx_gallery_start_ignore
 assert torch.allclose(weights[2], torch.full((L,), 1 / 3, device=device))
 assert weights[0, 0] == weights[0, 2] and weights[0, 1] < weights[0, 0]
@@ -406,6 +413,16 @@ assert weights[1].argmax() == 1
 assert torch.allclose(output[:, :3], weights)
 assert torch.allclose(output[:, 3], torch.full((L,), 2.0, device=device))
 # sphinx_gallery_end_ignore
+
+# %%
+# Panels 1 and 2 share one colour scale, so the division by :math:`\sqrt{E}` shows as
+# paler cells. Read the picture row by row. "the" matches "the" and "sat" equally well
+# and "cat" not at all, so its weights split between those two (with a little left for
+# "cat": the softmax gives every key some weight). "cat" looks mostly at itself. "sat"
+# has the same score for every key, so its weights are exactly equal, a third each.
+# Because the first three numbers of each value mark its token, the first three columns
+# of the output are the weights themselves; and because every value ends in 2 and the
+# weights of a row sum to 1, the last column of the output is 2 in every row.
 
 # %%
 # The same result from the package
@@ -436,7 +453,9 @@ print("the package agrees with the step-by-step computation")
 # - For a sequence, every token has a query, a key and a value; with them stacked into
 #   :math:`Q, K, V`, attention is :math:`\text{softmax}(QK^\top/\sqrt{E})\,V`.
 #
-# Used on this page: :func:`attention.scaled_dot_product_attention`.
+# Used on this page: :func:`attention.scaled_dot_product_attention`,
+# :func:`attention.plot_matrix`, :func:`attention.repro.default_device` and
+# :func:`attention.repro.seed_everything`.
 
 # %%
 # Exercises
@@ -487,7 +506,8 @@ print(output5[:, 3])
 torch.testing.assert_close(output5[:, 3], torch.full((L,), 5.0, device=device))
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` takes the formula apart,
-# shape by shape, and measures why the scores are divided by :math:`\sqrt{E}`.
+# Next: :ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` takes the
+# formula apart, shape by shape, and measures why the scores are divided by
+# :math:`\sqrt{E}`.
 
 # sphinx_gallery_thumbnail_number = 2

@@ -26,7 +26,7 @@ import torch
 
 from attention.repro import default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -38,11 +38,11 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # 0 gets features 0 to 63 of every token, head 1 features 64 to 127, and so on. Two
 # small functions do the cutting and the gluing:
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: split_heads
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: merge_heads
 #
@@ -214,7 +214,7 @@ plt.show()
 # dimension is just one more batch dimension), merges the heads and applies the output
 # projection:
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention.forward
 #
@@ -222,11 +222,11 @@ plt.show()
 # ones :class:`attention.FusedMultiHeadAttention` overrides to pack the projections and
 # to call PyTorch's fused kernel:
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention._project
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention._attend
 #
@@ -327,10 +327,13 @@ plt.show()
 # One head versus eight heads
 # ---------------------------
 #
-# More heads cost no more parameters and no more arithmetic: the heads cut the same four
-# ``(E, E)`` matrices into row blocks instead of using them whole, and computing the
-# scores takes ``H * L * L * D = L * L * E`` multiply-adds either way. The counts,
-# printed by the code:
+# More heads cost no more parameters and no more multiply-adds in the matrix products:
+# the heads cut the same four ``(E, E)`` matrices into row blocks instead of using them
+# whole, and computing the scores takes ``H * L * L * D = L * L * E`` multiply-adds
+# either way (so does ``weights @ V``). What grows with ``H`` is everything that works
+# on the scores one by one: each head has its own ``(L, L)`` matrix of scores, so the
+# masking, the softmax and the weights tensor that comes back all handle ``H`` times as
+# many numbers. The counts, printed by the code:
 
 
 from attention.training import count_parameters as count
@@ -346,7 +349,14 @@ print(
     f"multiply-adds for the scores of one sentence: 1 head {1 * L * L * E:,}, "
     f"8 heads {8 * L * L * D:,}"
 )
+with torch.no_grad():
+    weights_one, weights_eight = one(x)[1], eight(x)[1]  # (N, 1, L, L), (N, 8, L, L)
+print(
+    f"scores (softmax inputs) per sentence: 1 head {weights_one[0].numel():,}, "
+    f"8 heads {weights_eight[0].numel():,}"
+)
 assert count(one) == count(eight) == 4 * E * E + 4 * E and L * L * E == 8 * L * L * D
+assert weights_eight.numel() == 8 * weights_one.numel()
 
 # %%
 # The parameter tensors even have the same shapes, so the one-head module can load the
@@ -378,8 +388,8 @@ assert torch.allclose(scores1, blend, atol=1e-5)
 # To see the difference, give both modules a sentence. The token vectors come from a
 # random embedding table and the projections are untrained, so the patterns below are
 # the random starting point that training would shape
-# (:ref:`sphx_glr_tutorials_11_classifier.py` trains heads). Even so, each head already
-# has its own pattern.
+# (:ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py` trains heads).
+# Even so, each head already has its own pattern.
 
 sentence = "the cat sat on the mat because it was tired".split()
 vocab = {word: i for i, word in enumerate(dict.fromkeys(sentence))}
@@ -454,14 +464,15 @@ else:
 #   exactly ``H`` separate attentions run as one batched product, then concatenated.
 # - ``out_proj`` is what mixes the heads; without it each output feature would depend on
 #   a single head.
-# - Eight heads have the same parameters and cost as one head; a single head's score is
-#   :math:`\sqrt{H}` times the average of the heads' scores, so it has one distribution
-#   per query where eight heads have eight.
+# - Eight heads have the same parameters and the same multiply-adds in the products as
+#   one head, but ``H`` times as many scores to mask and softmax, and ``H`` times as
+#   many weights; a single head's score is :math:`\sqrt{H}` times the average of the
+#   heads' scores, so it has one distribution per query where eight heads have eight.
 # - The weights come back per head: ``(N, H, L, S)``.
 #
 # API used on this page: :class:`attention.MultiHeadAttention`,
-# :func:`attention.scaled_dot_product_attention`, and ``split_heads`` / ``merge_heads``
-# from ``attention.multi_head``.
+# :func:`attention.scaled_dot_product_attention`, ``split_heads`` / ``merge_heads``
+# from ``attention.multi_head``, and :func:`attention.repro.claim` (in the exercises).
 
 # %%
 # Exercises
@@ -472,8 +483,11 @@ else:
 #    the shapes of the split queries, the output and the weights?
 # 2. **Which head counts work?** For which :math:`H` from 1 to 16 does
 #    ``MultiHeadAttention(512, H)`` build?
-# 3. **Switch a head off.** Zero the columns of ``out_proj.weight`` that read head 3.
-#    Now change head 3's output as above: how many output features move?
+# 3. **Average before or after the softmax?** The one-head module's scores are
+#    :math:`\sqrt{8}` times the mean of the eight heads' scores. Are its weights
+#    ``w_one`` the mean of the eight heads' weights ``w_eight``? Predict, check on the
+#    sentence, and check whether the mean of the eight heads' weights is still a set of
+#    weights (rows that sum to 1).
 #
 # .. solution 1
 #
@@ -507,18 +521,24 @@ assert works == [1, 2, 4, 8, 16]
 # %%
 # .. solution 3
 #
-# None: head 3 now reaches the output through zero weights only.
+# No: the softmax of a (scaled) mean of scores is not the mean of the softmaxes. The
+# mean of the eight heads' weights is a set of weights (every row still sums to 1), but
+# no head computed it: it is what ``nn.MultiheadAttention`` returns by default
+# (``average_attn_weights=True``), a summary of the heads, not one of them.
 
-import copy
+from attention.repro import claim
 
-off = copy.deepcopy(mha)
-with torch.no_grad():
-    off.out_proj.weight[:, 3 * D : 4 * D] = 0.0
-    moved = (off.out_proj(nudged) - off.out_proj(concat)).abs()[0, 0]  # (E,)
-print(f"features changed after out_proj: {int((moved > 0).sum())} of {E}")
-assert int((moved > 0).sum()) == 0
+mean_of_heads = w_eight.mean(dim=1, keepdim=True)  # (1, 1, L, L)
+gap = (w_one - mean_of_heads).abs().max().item()
+print(f"largest |one head's weight - mean of 8 heads' weights|: {gap:.3f}")
+# every row of the mean sums to 1, as the weights of a single head do
+rows_sum_to_1 = torch.allclose(mean_of_heads.sum(-1), w_one.new_ones(1, 1, L))
+print(f"every row of the mean sums to 1: {rows_sum_to_1}")
+claim("one head's weights vs the mean of the eight heads' weights", gap, above=0.02)
+assert rows_sum_to_1
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_05_masks.py` decides which token may look at which.
+# Next: :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` decides which token may look
+# at which.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -13,7 +13,8 @@ its weights and outputs.
 
 The package's own convention, used everywhere, is a **bool** mask where ``True`` means
 *may attend*; PyTorch's other conventions, and what happens at their edges, are the
-subject of the next page, :ref:`sphx_glr_tutorials_06_mask_conventions.py`.
+subject of the next page,
+:ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py`.
 """
 
 # %%
@@ -24,7 +25,7 @@ import torch
 
 from attention.repro import default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -33,11 +34,19 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # ---------------
 #
 # In a model that predicts the next token, token ``i`` may only look at tokens ``0..i``:
-# the mask is lower-triangular. :func:`attention.causal_mask` builds it (the ``S``
-# argument and the ``diagonal=S - L``, for more keys than queries, are on
-# :ref:`sphx_glr_tutorials_06_mask_conventions.py`):
+# the mask is lower-triangular. The package writes that rule once, as a *predicate* of
+# a query position ``q`` and a key position ``k``:
 #
-# .. literalinclude:: ../../attention/masks.py
+# .. literalinclude:: ../../../attention/masks.py
+#    :language: python
+#    :pyobject: causal
+#
+# :func:`attention.causal_mask` evaluates it at every pair of positions, one row per
+# query and one column per key, and returns the bool table (its ``S`` argument, for more
+# keys than queries, is on
+# :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py`):
+#
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: causal_mask
 
@@ -62,7 +71,7 @@ print(causal.int())
 # ``(N, 1, 1, S)`` broadcasts over heads and queries, so one row per sentence blocks the
 # padded *keys* for every query:
 #
-# .. literalinclude:: ../../attention/masks.py
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: padding_mask
 
@@ -122,13 +131,13 @@ plt.show()
 # Left, each query sees itself and the tokens before it. Middle, each sentence's padding
 # is blocked. Right, for "a dog ran" both at once: the padded keys are blocked for every
 # query, and the padded queries still get a row (their outputs are ignored later; see
-# :ref:`sphx_glr_tutorials_11_classifier.py`).
+# :ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py`).
 #
 # What the mask does to the weights
 # ---------------------------------
 #
-# Blocked keys never reach the softmax: their weights are exactly 0, and the weights
-# that are left still sum to 1 in every row (the two lines that do it, and why each,
+# A blocked key gets a weight of exactly 0, and the weights that are left still sum to
+# 1 in every row (the two lines that do it, and why each,
 # are in :ref:`blocking-keys`). Here is a small
 # :class:`attention.MultiHeadAttention` on random token vectors, with the combined mask:
 
@@ -256,8 +265,8 @@ print(f"change in token 0's output: peeking {moved:.3f}, causal {moved_causal}")
 assert moved > 0 and moved_causal == 0
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_06_mask_conventions.py` puts PyTorch's mask conventions
-# side by side and follows them to their edges: half precision, a query with no key
-# left, and causal masks with more keys than queries.
+# Next: :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` puts PyTorch's
+# mask conventions side by side and follows them to their edges: half precision, a
+# query with no key left, and causal masks with more keys than queries.
 
 # sphinx_gallery_thumbnail_number = 2

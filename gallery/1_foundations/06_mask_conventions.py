@@ -12,8 +12,8 @@ numbers in half precision, a query with no key left, and causal masks with more 
 than queries.
 
 The causal and padding masks used here are built on
-:ref:`sphx_glr_tutorials_05_masks.py`. The package's own convention, used everywhere,
-is a **bool** mask where ``True`` means *may attend*.
+:ref:`sphx_glr_tutorials_1_foundations_05_masks.py`. The package's own convention, used
+everywhere, is a **bool** mask where ``True`` means *may attend*.
 """
 
 # %%
@@ -24,7 +24,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -32,9 +32,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # The example
 # -----------
 #
-# The three sentences of :ref:`sphx_glr_tutorials_05_masks.py`, padded to six tokens,
-# with its causal mask, its padding mask and their combination ``both``, and random
-# token vectors ``x``. The mask of the second sentence, "a dog ran":
+# The three sentences of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`, padded to
+# six tokens, with its causal mask, its padding mask and their combination ``both``, and
+# random token vectors ``x``. The mask of the second sentence, "a dog ran":
 
 from attention import causal_mask, padding_mask
 
@@ -74,7 +74,7 @@ print(both[1, 0].int())
 # which returns ``~mask``) and the padding mask a ``key_padding_mask`` of shape
 # ``(N, S)``:
 #
-# .. literalinclude:: ../../attention/masks.py
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: to_torch_key_padding_mask
 #
@@ -257,7 +257,7 @@ else:
 # other value: a finite number such as ``-1e9`` is, strictly, a bias on the scores, not
 # a block.
 #
-# .. literalinclude:: ../../attention/masks.py
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: _allowed
 
@@ -319,15 +319,19 @@ assert (
 # How this package blocks a key
 # -----------------------------
 #
-# This package writes neither a large constant nor ``-inf``. Its two mask lines, in
-# :func:`attention.scaled_dot_product_attention`:
+# This package writes neither a large constant nor ``-inf``. It blocks a key in two
+# steps. The first is in the function that forms the scores on every attention path
+# that the package computes itself:
 #
-# .. literalinclude:: ../../attention/functional.py
+# .. literalinclude:: ../../../attention/functional.py
 #    :language: python
-#    :pyobject: scaled_dot_product_attention
-#    :start-at: scores = (query * scale) @ key
-#    :end-at: weights = weights.masked_fill
-#    :dedent: 4
+#    :pyobject: _scores
+#
+# The second is the line after the softmax in
+# :func:`attention.scaled_dot_product_attention` (the whole function is on
+# :ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py`)::
+#
+#     weights = weights.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0
 #
 # - Before the softmax, blocked scores are filled with
 #   ``torch.finfo(scores.dtype).min``, the most negative finite number of whatever
@@ -340,7 +344,8 @@ assert (
 #   the softmax made the row uniform, and the zeroing turns it into weights 0 and
 #   output 0 (the next section). ``masked_fill`` sends no gradient back through the
 #   positions it overwrote, so such a row gets gradient 0 as well
-#   (:ref:`sphx_glr_tutorials_09_checking_gradients.py` checks it).
+#   (:ref:`sphx_glr_tutorials_2_building_and_checking_08_checking_gradients.py` checks
+#   it).
 #
 # The same call therefore works in float16:
 
@@ -354,6 +359,13 @@ print(
 )
 assert not out16.isnan().any()
 claim("float16 vs float32, largest difference", half_error, below=1e-2)  # ~3 digits
+# sphinx_gallery_start_ignore
+import inspect  # the line quoted above is the package's
+
+assert "weights = weights.masked_fill(~mask, 0.0)" in inspect.getsource(
+    scaled_dot_product_attention
+)
+# sphinx_gallery_end_ignore
 
 # %%
 # .. _empty-rows:
@@ -509,9 +521,12 @@ assert same < 1e-6
 # queries only for the new tokens. Say 4 tokens are cached and 2 are new: ``L = 2``
 # queries, ``S = 6`` keys. The new tokens are the *last* two positions, so their rows
 # are the bottom two rows of the full ``6 x 6`` causal mask: the diagonal is aligned to
-# the bottom-right corner. That is what ``causal_mask(2, 6)`` returns (its
-# ``tril(diagonal=S - L)``). ``is_causal=True`` aligns it to the top-left corner
-# instead, as if the two queries were the first two tokens.
+# the bottom-right corner. That is what ``causal_mask(2, 6)`` returns: it puts its
+# ``L`` queries at the last ``L`` of the ``S`` positions before it applies the rule
+# ``k <= q``. ``is_causal=True`` aligns the diagonal to the top-left corner instead, as
+# if the two queries were the first two tokens.
+
+from torch.nn.attention.bias import causal_lower_right
 
 L_new, S_all = 2, 6
 # (1, H, S, D)
@@ -530,10 +545,14 @@ with torch.no_grad():
     ours_in_sdpa = F.scaled_dot_product_attention(
         q_new, k_all, v_all, attn_mask=causal_mask(L_new, S_all, device=device)
     )
+    torch_lower_right = F.scaled_dot_product_attention(
+        q_new, k_all, v_all, attn_mask=causal_lower_right(L_new, S_all)
+    )
 for name, result_ in [
     ("causal_mask(2, 6)", bottom_right),
     ("is_causal=True", top_left),
     ("F.sdpa, attn_mask=causal_mask(2, 6)", ours_in_sdpa),
+    ("F.sdpa, causal_lower_right(2, 6)", torch_lower_right),
 ]:
     print(
         f"{name:<36} vs the full sequence: largest difference "
@@ -541,13 +560,16 @@ for name, result_ in [
     )
 assert torch.allclose(bottom_right, truth, atol=1e-6)
 assert torch.allclose(ours_in_sdpa, truth, atol=1e-6)
+assert torch.allclose(torch_lower_right, truth, atol=1e-6)
 assert not torch.allclose(top_left, truth, atol=1e-2)
 
 # %%
-# The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not. Since
-# ``F.scaled_dot_product_attention`` shares this package's polarity, the fix there is to
-# pass ``causal_mask(L, S)`` as its ``attn_mask`` instead of ``is_causal=True`` (the
-# last line printed). The three masks, drawn:
+# The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not.
+# ``F.scaled_dot_product_attention`` gets it right in two ways, the last two lines
+# printed: pass ``causal_mask(L, S)`` as its ``attn_mask`` (it shares this package's
+# polarity), or pass PyTorch's own ``torch.nn.attention.bias.causal_lower_right(L, S)``,
+# an object that stands for the bottom-right causal mask without holding it. The three
+# masks, drawn:
 
 tokens_all = [f"t{i}" for i in range(S_all)]
 fig, axes = plt.subplots(1, 3, figsize=(8, 4.6), layout="constrained")
@@ -606,6 +628,122 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # panel is those rows; the right panel lets ``t4`` see only ``t0`` and hides the rest of
 # the cache.
 #
+# What each fix costs
+# -------------------
+#
+# An explicit mask is a tensor of ``L x S`` bools, built, kept in memory and read by the
+# kernel; ``causal_lower_right(L, S)`` holds the two lengths and nothing else. What
+# PyTorch does with each depends on the kernel it picks:
+#
+# - On a CUDA GPU, PyTorch's flash-attention kernel (its fastest, for float16 and
+#   bfloat16) takes no ``attn_mask`` at all: any explicit mask rules it out ("Flash
+#   Attention does not support non-null attn_mask" is the reason PyTorch gives when
+#   asked for it), and the call falls to the memory-efficient kernel, which reads the
+#   mask, or to the plain maths.
+#   ``causal_lower_right`` goes to the flash kernel as its causal flag, which that
+#   kernel aligns bottom-right, or to the memory-efficient kernel's own bottom-right
+#   causal mode: no mask is built, and the blocks above the diagonal are skipped.
+# - On the CPU, PyTorch's flash kernel accepts a mask, and ``causal_lower_right`` has
+#   no bottom-right flag to use: it builds the same ``(L, S)`` mask at each call and
+#   passes it on (both are in ``CausalBias._dispatch``, in
+#   ``torch/nn/attention/bias.py``).
+#
+# Which kernels run each form on this build's device, one kernel allowed at a time:
+
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+forms = {
+    "is_causal=True (top-left)": {"is_causal": True},
+    "attn_mask=causal_mask(2, 6)": {
+        "attn_mask": causal_mask(L_new, S_all, device=device)
+    },
+    "attn_mask=causal_lower_right(2, 6)": {
+        "attn_mask": causal_lower_right(L_new, S_all)
+    },
+}
+kernels = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+print(
+    f"{'on ' + str(device):<36}" + "  ".join(f"{k.name:<19}" for k in kernels).rstrip()
+)
+runs = {}
+for form, arguments in forms.items():
+    for kernel in kernels:
+        try:
+            with sdpa_kernel(kernel), torch.no_grad():
+                F.scaled_dot_product_attention(q_new, k_all, v_all, **arguments)
+            runs[form, kernel] = "runs"
+        except RuntimeError:  # no kernel of this kind takes these arguments here
+            runs[form, kernel] = "no kernel"
+    print(f"{form:<36}" + "  ".join(f"{runs[form, k]:<19}" for k in kernels).rstrip())
+
+# sphinx_gallery_start_ignore
+if device.type == "cpu":  # what the sentences below say about the CPU
+    assert all(runs[form, SDPBackend.FLASH_ATTENTION] == "runs" for form in forms)
+    assert all(runs[form, SDPBackend.MATH] == "runs" for form in forms)
+# sphinx_gallery_end_ignore
+
+# %%
+# On the CPU every form runs the flash kernel (and the memory-efficient kernel, which
+# exists only on GPUs, none), so the masks cost something else there: time. With the
+# flag, the kernel knows which blocks of keys lie wholly above the diagonal and skips
+# them; with the same causal mask passed as a tensor, it computes every block and
+# masks them afterwards. Timed with :func:`attention.measure.compare` (interleaved
+# rounds; one thread, so that a busy machine does not make the threads wait on each
+# other), with ``L = S`` so that both are right, on 8 heads of 64:
+
+from attention.measure import compare, device_description, round_ratios
+from attention.repro import num_threads
+
+# Drawn from their own generator: the random numbers of the rest of the page stay the
+# same.
+timing_numbers = torch.Generator().manual_seed(seed)
+L_big = 1024
+q_big, k_big, v_big = (
+    torch.randn(1, 8, L_big, 64, generator=timing_numbers).to(device) for _ in range(3)
+)  # (N, H, L, D) each
+mask_big = causal_mask(L_big, device=device)  # (L, S)
+with num_threads(1), torch.no_grad():
+    flag_vs_mask = compare(
+        {
+            "is_causal=True": lambda: F.scaled_dot_product_attention(
+                q_big, k_big, v_big, is_causal=True
+            ),
+            "attn_mask=causal_mask(1024)": lambda: F.scaled_dot_product_attention(
+                q_big, k_big, v_big, attn_mask=mask_big
+            ),
+        },
+        rounds=5,
+        min_run_time=0.1,
+        device=device,
+    )
+mask_over_flag = round_ratios(
+    flag_vs_mask["attn_mask=causal_mask(1024)"], flag_vs_mask["is_causal=True"]
+)
+with num_threads(1):
+    print(device_description(device, torch.float32))
+for name, timing in flag_vs_mask.items():
+    print(f"  {name:<30} {timing}")
+middle_ratio = sorted(mask_over_flag)[len(mask_over_flag) // 2]
+print("  mask / flag, round by round:", [round(r, 2) for r in mask_over_flag])
+print(f"  median of the rounds: {middle_ratio:.2f}")
+print(f"  the mask: {mask_big.numel() * mask_big.element_size():,} bytes")
+if device.type == "cpu":
+    claim(
+        "L = S: time with the mask / with the flag, median round",
+        middle_ratio,
+        above=1.15,
+    )
+
+# %%
+# The mask took longer than the flag (the median of the rounds' ratios; a round that a
+# burst of load on the machine hit can stray): a mask passed to a kernel that has a
+# causal mode of its own gives up the blocks that mode would skip, and costs its bytes
+# besides. With a cache (``L < S``) the CPU kernel has no
+# bottom-right mode, so there the two fixes do the same work: ``causal_lower_right``
+# builds the very mask that the explicit fix passes. On a CUDA GPU in half precision
+# they do not: ``causal_lower_right`` keeps the flash kernel and its skipped blocks, and
+# the explicit mask gives up both. (Decoding one token at a time, ``L = 1``, the new
+# token may see every key, and no mask is needed at all.)
 #
 # What to remember
 # ----------------
@@ -625,12 +763,15 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # - The same query gives NaN on some of PyTorch's paths, and NaN spreads to the real
 #   tokens in the next layer.
 # - ``is_causal=True`` aligns the diagonal top-left; with a cache (``L < S``) you need
-#   the bottom-right alignment of ``causal_mask(L, S)``.
+#   the bottom-right alignment: ``causal_mask(L, S)`` as an ``attn_mask``, or PyTorch's
+#   ``causal_lower_right(L, S)``, which on a CUDA GPU keeps the flash kernel that any
+#   explicit mask rules out. Where a kernel has a causal mode, a mask passed instead
+#   gives up the blocks it skips (measured above on the CPU).
 #
 # API used on this page: :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :func:`attention.scaled_dot_product_attention`, :class:`attention.MultiHeadAttention`,
-# :meth:`attention.MultiHeadAttention.from_torch`, :func:`attention.plot_mask` and the
-# module :mod:`attention.masks`.
+# :meth:`attention.MultiHeadAttention.from_torch`, :func:`attention.plot_mask`, the
+# module :mod:`attention.masks`, and :func:`attention.measure.compare`.
 #
 # Exercises
 # ---------
@@ -702,7 +843,7 @@ print(f"is_causal vs the first rows: {(via_flag - via_rows).abs().max().item():.
 assert torch.allclose(via_flag, via_rows, atol=1e-12)
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_07_transformer_block.py` puts attention into a
-# Transformer block.
+# Next: :ref:`sphx_glr_tutorials_2_building_and_checking_07_transformer_block.py` puts
+# attention into a Transformer block.
 
 # sphinx_gallery_thumbnail_number = 1

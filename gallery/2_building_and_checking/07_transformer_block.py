@@ -23,7 +23,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -36,21 +36,21 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # flows past, and normalise. ``norm_first`` only moves the LayerNorm from after the sum
 # (post-LN, as in :cite:t:`vaswani2017`) to the start of the branch (pre-LN):
 #
-# .. literalinclude:: ../../attention/block.py
+# .. literalinclude:: ../../../attention/block.py
 #    :language: python
 #    :pyobject: TransformerBlock.forward
 #
 # ``_attend`` runs the block's :class:`attention.MultiHeadAttention` and the first
 # dropout:
 #
-# .. literalinclude:: ../../attention/block.py
+# .. literalinclude:: ../../../attention/block.py
 #    :language: python
 #    :pyobject: TransformerBlock._attend
 #
 # The feed-forward network is a two-layer MLP with a ReLU, widening ``E`` to ``ffn_dim``
 # and back:
 #
-# .. literalinclude:: ../../attention/block.py
+# .. literalinclude:: ../../../attention/block.py
 #    :language: python
 #    :pyobject: FeedForward.forward
 #
@@ -431,11 +431,12 @@ def measure(norm_first, depth, seed):
 
 # The tensors are tiny: on a CPU, one thread runs them faster than several (starting the
 # threads costs more than the work), so the measurements run single-threaded.
-threads = torch.get_num_threads()
-torch.set_num_threads(1)
+from attention.repro import num_threads
+
 depth = 24
-post_sizes, post_grads = measure(False, depth, seed)
-pre_sizes, pre_grads = measure(True, depth, seed)
+with num_threads(1):
+    post_sizes, post_grads = measure(False, depth, seed)
+    pre_sizes, pre_grads = measure(True, depth, seed)
 print(
     f"stream RMS after block 1 and block {depth}: post-LN {post_sizes[0]:.3f} -> "
     f"{post_sizes[-1]:.3f}; pre-LN {pre_sizes[0]:.3f} -> {pre_sizes[-1]:.3f}"
@@ -501,11 +502,11 @@ print("blocks   gradient entering block 1 / entering the last block")
 print("         post-LN   pre-LN")
 ratios = {}
 for d in (6, 12, 24, 48):
-    post = measure(False, d, seed)[1]
-    pre = measure(True, d, seed)[1]
+    with num_threads(1):
+        post = measure(False, d, seed)[1]
+        pre = measure(True, d, seed)[1]
     ratios[d] = post[0] / post[-1], pre[0] / pre[-1]
     print(f"{d:>6}   {ratios[d][0]:>7.2f}   {ratios[d][1]:>6.2f}")
-torch.set_num_threads(threads)
 post_ratios = [r[0] for r in ratios.values()]
 claim(
     "post-LN ratio at 48 blocks / at 6 blocks",
@@ -676,7 +677,7 @@ print(f"positions whose block output changed: {moved.nonzero().flatten().tolist(
 assert moved.tolist() == [i >= 7 for i in range(L)]
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_08_visualising_attention.py` looks at what the heads
-# attend to.
+# Next: :ref:`sphx_glr_tutorials_2_building_and_checking_08_checking_gradients.py`
+# checks the gradients of these modules against finite differences.
 
 # sphinx_gallery_thumbnail_number = 3

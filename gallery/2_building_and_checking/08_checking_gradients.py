@@ -10,9 +10,10 @@ appears only in the backward pass, raises no error. This page checks the package
 gradients numerically with ``torch.autograd.gradcheck`` and ``gradgradcheck``, shows why
 those checks need float64, follows the gradient through a query that may attend to
 nothing, compares the ways of blocking a score, and ends with the gradient norm of every
-parameter of a Transformer block.
+parameter of a Transformer block, and what weight decay does to one whose gradient is 0.
 
-Masks are bool, ``True`` = may attend, as in :ref:`sphx_glr_tutorials_05_masks.py`.
+Masks are bool, ``True`` = may attend, as in
+:ref:`sphx_glr_tutorials_1_foundations_05_masks.py`.
 """
 
 # %%
@@ -23,7 +24,7 @@ import torch
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -40,9 +41,14 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #     \frac{f_i(x + \epsilon e_j) - f_i(x - \epsilon e_j)}{2 \epsilon},
 #
 # and once *analytically*, with autograd's backward pass. It passes when every pair
-# agrees to ``atol + rtol * |analytical|``; the defaults are ``eps=1e-6``, ``atol=1e-5``
-# and ``rtol=1e-3``. Every input with ``requires_grad=True`` is checked, against every
-# output.
+# agrees as ``torch.allclose(analytical, numerical, rtol, atol)`` says:
+#
+# .. math::
+#     |\text{analytical} - \text{numerical}| \le \text{atol}
+#     + \text{rtol} \cdot |\text{numerical}|
+#
+# for every entry; the defaults are ``eps=1e-6``, ``atol=1e-5`` and ``rtol=1e-3``.
+# Every input with ``requires_grad=True`` is checked, against every output.
 #
 # Here it is on :func:`attention.scaled_dot_product_attention` in float64, with 3
 # queries, 5 keys, values of a different size than the keys (``Dv = 2``, ``D = 4``), a
@@ -212,8 +218,9 @@ exact = {
 }
 for name, (module, x_in) in cases.items():
     analytical = exact[name]
-    error = (numerical_jacobian(module, x_in, 1e-6) - analytical).abs()
-    allowed = 1e-5 + 1e-3 * analytical.abs()  # gradcheck's atol + rtol * |analytical|
+    numerical = numerical_jacobian(module, x_in, 1e-6)
+    error = (numerical - analytical).abs()
+    allowed = 1e-5 + 1e-3 * numerical.abs()  # gradcheck's atol + rtol * |numerical|
     print(
         f"{name}: largest |numerical - analytical| = {error.max().item():.1e}, "
         f"entries over gradcheck's tolerance: {int((error > allowed).sum())} of "
@@ -489,8 +496,61 @@ plt.show()
 
 # %%
 # Every bar but the key bias lies within a few orders of magnitude of the others; the
-# key bias (red) is rounding noise. Since its gradient is 0, the key bias never learns
-# anything: it keeps the values it started with.
+# key bias (red) is rounding noise.
+#
+# A gradient of 0 does not freeze a parameter
+# -------------------------------------------
+#
+# The loss never moves the key bias. Does it keep the values it started with? Not under
+# the optimiser Transformers are usually trained with, AdamW (the one of
+# :mod:`attention.training`): besides following the gradient, it applies *weight decay*,
+# multiplying every parameter by :math:`1 - \text{lr} \cdot \text{weight\_decay}` at
+# every step, and for the key bias no gradient pushes back. The float64 block above
+# (whose key-bias gradient is rounding noise far below float32's), trained on the same
+# batch for 100 steps, with and without weight decay:
+
+import copy
+
+from attention.repro import num_threads
+
+steps, lr = 100, 1e-2
+shrunk = {}
+for weight_decay in (0.0, 0.1):
+    trained = copy.deepcopy(block64)  # float64, in training mode
+    before = trained.self_attn.k_proj.bias.detach().clone()  # (E,)
+    optimizer = torch.optim.AdamW(
+        trained.parameters(), lr=lr, weight_decay=weight_decay
+    )
+    # the same dropout masks in both runs, and the page's random numbers left untouched
+    with torch.random.fork_rng(), num_threads(1):
+        torch.manual_seed(seed + 2)
+        for _ in range(steps):
+            out_t, _ = trained(tokens.double(), block_mask)
+            optimizer.zero_grad()
+            F.mse_loss(out_t, target.double()).backward()
+            optimizer.step()
+    after = trained.self_attn.k_proj.bias.detach()  # (E,)
+    shrunk[weight_decay] = (after.norm() / before.norm()).item()
+    print(
+        f"weight_decay={weight_decay}: |key bias| after {steps} steps / before = "
+        f"{shrunk[weight_decay]:.6f}"
+    )
+predicted = (1 - lr * 0.1) ** steps
+label = f"predicted: (1 - lr * weight_decay) ** {steps} ="
+print(f"{label:<55} {predicted:.6f}")
+claim("no weight decay: |key bias ratio - 1|", abs(shrunk[0.0] - 1), below=1e-6)
+claim(
+    "weight decay: |key bias ratio - predicted|",
+    abs(shrunk[0.1] - predicted),
+    below=1e-6,
+)
+
+# %%
+# Without weight decay the key bias stays where it started; with it, the key bias
+# shrinks by the factor that the decay alone predicts, to the six digits printed:
+# nothing else acts on it, and it keeps shrinking for as long as training runs. That
+# costs nothing here, since the key bias cannot change the output, and it is one reason
+# some models leave it out.
 #
 # What to remember
 # ----------------
@@ -511,7 +571,8 @@ plt.show()
 #   must stay hidden; the package fills with ``finfo.min`` and zeroes the blocked
 #   weights afterwards.
 # - Print the gradient norm of every parameter after a backward pass: a norm of (nearly)
-#   0 needs a reason, like the key bias, whose effect the softmax cancels.
+#   0 needs a reason, like the key bias, whose effect the softmax cancels. A parameter
+#   with gradient 0 is still shrunk by weight decay.
 #
 # API used on this page: :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.causal_mask`, :func:`attention.padding_mask`,
@@ -616,7 +677,7 @@ assert zeroed["add -inf mask"][0][2].isnan().all()
 assert zeroed["add -inf mask"][1].isnan().all()
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_10_testing_against_pytorch.py` checks the modules
-# against PyTorch's own.
+# Next: :ref:`sphx_glr_tutorials_2_building_and_checking_09_testing_against_pytorch.py`
+# checks the modules against PyTorch's own.
 
 # sphinx_gallery_thumbnail_number = 1

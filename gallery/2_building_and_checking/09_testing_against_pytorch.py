@@ -12,7 +12,8 @@ the weight copy that seems obvious and silently leaves the biases behind, then w
 package's ``from_torch`` converters. It closes with a property test that lets
 ``hypothesis`` choose the shapes and the masks.
 
-The two mask polarities are those of :ref:`sphx_glr_tutorials_06_mask_conventions.py`.
+The two mask polarities are those of
+:ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py`.
 """
 
 # %%
@@ -24,7 +25,7 @@ from torch import nn
 
 from attention.repro import claim, default_device, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
@@ -34,9 +35,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #
 # The reference is an ``nn.MultiheadAttention`` with ``E = 16`` and ``H = 4``, batch
 # first like this package. A freshly built one is a weak reference, though: PyTorch
-# starts all its biases at zero, so comparing with it cannot catch a port that loses the
-# biases (one that zeroes them, say, or builds its projections with ``bias=False``):
-# with zero biases, both agree.
+# starts all of its biases at zero, so comparing with it cannot catch a port that loses
+# the biases (one that zeroes them, say, or builds its projections with
+# ``bias=False``): with zero biases, both agree.
 
 E, H = 16, 4
 fresh = nn.MultiheadAttention(E, H, batch_first=True, device=device)
@@ -141,9 +142,9 @@ assert max(progress["out_proj.bias"]) < 1e-5
 # rounding; the value and output biases close the gap in the output. The key bias is
 # invisible because it adds the same amount :math:`q \cdot b_K` to a query's score with
 # every key, and the softmax ignores a constant shift
-# (:ref:`sphx_glr_tutorials_09_checking_gradients.py` shows its gradient is 0 too). No
-# comparison of outputs can catch a forgotten key bias, so a converter is also tested
-# parameter by parameter.
+# (:ref:`sphx_glr_tutorials_2_building_and_checking_08_checking_gradients.py` shows its
+# gradient is 0 too). No comparison of outputs can catch a forgotten key bias, so a
+# converter is also tested parameter by parameter.
 #
 # ``from_torch``
 # --------------
@@ -152,7 +153,7 @@ assert max(progress["out_proj.bias"]) < 1e-5
 # the device, the dropout and the training mode, and refuses the options the package
 # does not have (separate key and value sizes, ``add_bias_kv``, ``add_zero_attn``):
 #
-# .. literalinclude:: ../../attention/multi_head.py
+# .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention.from_torch
 
@@ -552,8 +553,8 @@ hypothesis_home.cleanup()
 # What to remember
 # ----------------
 #
-# - Test against a reference whose parameters are all random: PyTorch initialises biases
-#   to zero, and a zero bias hides a copy that forgot it.
+# - Test against a reference whose parameters are all random: ``nn.MultiheadAttention``
+#   starts its biases at zero, and a zero bias hides a copy that forgot it.
 # - ``nn.MultiheadAttention`` packs ``W_Q, W_K, W_V`` into ``in_proj_weight`` and their
 #   biases into ``in_proj_bias``; the biases must be copied too, and the key bias has no
 #   effect on the output, so compare parameters as well as outputs.
@@ -678,6 +679,7 @@ print(
 assert same == names
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_11_classifier.py` trains a small attention classifier.
+# Next: :ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py` trains a small
+# attention classifier.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -1,33 +1,50 @@
 """
-Visualising attention
-=====================
+Reading attention: heatmaps, entropy and ablation
+=================================================
 
-.. prerequisites:: 04_multi_head 07_transformer_block
+.. prerequisites:: 04_multi_head 10_classifier
 
 Attention weights are one of the few parts of a network that can be read directly: for
-every query token, a probability distribution over the key tokens. This page draws them
-as heatmaps with :func:`attention.plot_attention`, first for an untrained model, whose
-heads attend almost uniformly (and the reason why), then for a small sentiment
-classifier trained here on the CPU, whose heads have learned to look at the words that
-decide the label. It measures what the heads do over a thousand held-out sentences,
-rather than trusting one picture, and shows what is lost when the heads are averaged
-into one map, as ``nn.MultiheadAttention`` does by default.
-
-The classifier itself is the subject of
-:ref:`sphx_glr_tutorials_11_classifier.py`.
+every query token, a probability distribution over the key tokens. This page reads the
+sentiment classifier trained in
+:ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py`. It draws the weights
+as heatmaps with :func:`attention.plot_attention`, first for an untrained model of the
+same shape, whose heads spread their weight (and the reason why), then for the trained
+one; it measures what each head does over a thousand held-out sentences, rather than
+trusting one picture; it takes the positional encoding away to test where the model
+learned word order; it shows what averaging the heads into one map hides; and it
+switches the heads off one at a time to find those the model needs.
 """
 
 # %%
 # Setup
 # -----
+#
+# :func:`attention.recipes.fit_sentiment_classifier` trains once per process and hands
+# out copies: in the site's build, the previous page trained the model and this page
+# reads a copy of it, without training again (the training history is printed there).
+# Run on its own, this page trains the same model first.
 
 import torch
 
+from attention.recipes import fit_sentiment_classifier
 from attention.repro import claim, default_device, seed_everything
+from attention.training import accuracy
 
 device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
+
+model, history, (held_out_tokens, held_out_labels) = fit_sentiment_classifier(seed=seed)
+model = model.to(device)
+held_out_tokens = held_out_tokens.to(device)  # (N, L), padded to L = 12
+held_out_labels = held_out_labels.to(device)  # (N,)
+held_out_accuracy = accuracy(model, held_out_tokens, held_out_labels)
+print(
+    f"the classifier of the previous page, trained once in this process "
+    f"({history[-1]['seconds']:.0f} s): held-out accuracy {held_out_accuracy:.1%} on "
+    f"{len(held_out_labels)} sentences"
+)
 
 # %%
 # Drawing attention weights
@@ -37,18 +54,9 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # sentence and head, one row per query and one column per key, each row summing to 1.
 # :func:`attention.plot_attention` draws one :math:`(L, S)` matrix as a heatmap, or an
 # :math:`(H, L, S)` stack as a grid of heads, queries down the side and keys along the
-# bottom. Its drawing part:
-#
-# .. literalinclude:: ../../attention/viz.py
-#    :language: python
-#    :pyobject: plot_attention
-#    :start-at: panels = weights[None]
-#    :end-at: return fig
-#    :dedent: 4
-#
-# All panels of a grid share one colour scale (its top, ``top``, is the largest weight
-# of the whole stack unless ``vmax`` is given), so a bright cell means the same weight
-# in every head.
+# bottom, with the tokens on the axes. All panels of a grid share one colour scale, so
+# a bright cell means the same weight in every head; ``vmax=1.0`` fixes the top of the
+# scale, so that several figures can be compared too.
 #
 # The sentences come from :mod:`attention.data`: filler words, one *signal* word
 # (``good``, ``awful``, ...) and sometimes ``not``; the label is the signal word's
@@ -56,18 +64,18 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # kinds of ``not``: one right before the signal word, which flips it, and one elsewhere,
 # which does not.
 
-from attention.data import CLASSES, NEGATIVE, PAD_ID, POSITIVE, VOCAB, encode
+from attention.data import CLASSES, NEGATIVE, PAD_ID, POSITIVE, VOCAB, decode, encode
 
 sentence = "the movie was not good and not the music".split()
 example = encode(sentence)[None].to(device)  # (1, L)
 print(f"{' '.join(sentence)!r}: {len(sentence)} tokens")
 
 # %%
-# Before training: almost uniform
-# -------------------------------
+# Before training: spread over every word
+# ---------------------------------------
 #
-# A freshly initialised :class:`attention.AttentionClassifier` of the shape trained
-# below (``embed_dim=32``, 4 heads, 2 layers). Asked with ``need_weights=True``, it
+# A freshly initialised :class:`attention.AttentionClassifier` of the trained model's
+# shape (``embed_dim=32``, 4 heads, 2 layers). Asked with ``need_weights=True``, it
 # returns one :math:`(N, H, L, L)` tensor per layer; here are the four heads of the
 # first layer:
 
@@ -75,14 +83,9 @@ import matplotlib.pyplot as plt
 
 from attention import AttentionClassifier, plot_attention
 
-shape = {
-    "embed_dim": 32,
-    "num_heads": 4,
-    "num_layers": 2,
-    "max_len": 12,
-    "dropout": 0.0,
-}
-untrained = AttentionClassifier(len(VOCAB), len(CLASSES), **shape).to(device).eval()
+shape = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "max_len": 12}
+untrained = AttentionClassifier(len(VOCAB), len(CLASSES), **shape, dropout=0.0)
+untrained = untrained.to(device).eval()
 with torch.no_grad():
     _, untrained_weights = untrained(example, need_weights=True)
 plot_attention(
@@ -97,21 +100,17 @@ print(
     f"weights between {first_layer.min():.2f} and {first_layer.max():.2f}; "
     f"uniform would be 1/{len(sentence)} = {1 / len(sentence):.2f}"
 )
-claim(
-    "untrained, largest weight x L (uniform: 1)",
-    first_layer.max() * len(sentence),
-    below=3,
-)
+claim("untrained, largest weight on the example", first_layer.max(), below=0.4)
 
 # %%
 # The colour scale runs from 0 to 1, as in the trained model's figures below, and every
-# cell is dark: every weight lies in the range printed above, nowhere near the 0.8 to 1
-# of a head that focuses on one word. Each word spreads its attention over all nine
-# words, somewhat unevenly. To measure "close to uniform" over many sentences, take the
-# entropy of each row, :math:`-\sum_j w_j \log w_j`, and divide it by its largest
-# possible value, :math:`\log n` for a row spread evenly over the :math:`n` real
-# (non-padding) keys. The ratio is 1 for a uniform row and 0 for a row that puts all its
-# weight on one key.
+# cell is dark: no weight comes near the 0.8 to 1 of a head that focuses on one word.
+# Nor are the weights equal: some are several times others (the range printed above).
+# To measure how spread out a row is, over many sentences, take
+# its entropy, :math:`-\sum_j w_j \log w_j`, and divide it by its largest possible
+# value, :math:`\log n` for a row spread evenly over the :math:`n` real (non-padding)
+# keys. The ratio is 1 for a uniform row and 0 for a row that puts all its weight on
+# one key.
 
 from attention.data import make_dataset
 
@@ -151,13 +150,15 @@ for layer, row in enumerate(before, 1):
 claim("untrained, lowest relative entropy of a head", before.min(), above=0.95)
 
 # %%
-# Every head of both layers is within a few percent of uniform (the values printed
-# above). The reason is the size of the scores. Softmax turns scores :math:`s_j` into
-# weights proportional to :math:`e^{s_j}`, so the weights are only as uneven as the
-# scores are spread: scores that differ by 0.5 give weights that differ by a factor
-# :math:`e^{0.5} \approx 1.6`. At initialisation ``nn.Linear`` draws each weight
-# uniformly from :math:`\pm 1/\sqrt{E}`, so the queries and keys are small, random and
-# unrelated, and their scaled dot products are small and similar. Because
+# By this measure every head of both layers is within 5% of uniform (the values printed
+# above): entropy changes little while no weight dominates its row, even when some
+# weights are several times others. The reason for the spread is the size of the
+# scores. Softmax turns scores :math:`s_j` into weights proportional to
+# :math:`e^{s_j}`, so the weights are only as uneven as the scores are spread: scores
+# that differ by 0.5 give weights that differ by a factor :math:`e^{0.5} \approx 1.6`.
+# At initialisation ``nn.Linear`` draws each weight uniformly from
+# :math:`\pm 1/\sqrt{E}`, so the queries and keys are small, random and unrelated, and
+# their scaled dot products are small and similar. Because
 # :math:`\log w_j = s_j - \log\sum_k e^{s_k}`, the spread of the scores in a row can be
 # read off the weights themselves:
 
@@ -188,31 +189,6 @@ print(
 claim("untrained, mean score spread in a row", spread.mean(), below=1.5)
 
 # %%
-# Training the classifier
-# -----------------------
-#
-# :func:`attention.training.fit_sentiment_classifier` trains a classifier of the shape
-# above on 4000 generated sentences and returns the model, its history and 1000 held-out
-# sentences (:ref:`sphx_glr_tutorials_11_classifier.py` walks through the recipe). It
-# runs on the CPU, one line per epoch. It trains on one thread, but the model still
-# depends on the machine: the processor's vector instructions round sums differently,
-# and over hundreds of training steps the rounding differences grow into a visibly
-# different model. So the heads below are picked by what they do, never by their number,
-# and every claim is checked for ten seeds (``ATTENTION_SEED``) on each instruction set.
-
-from attention.training import accuracy, fit_sentiment_classifier
-
-model, history, (held_out_tokens, held_out_labels) = fit_sentiment_classifier(seed=seed)
-model = model.to(device)
-held_out_tokens, held_out_labels = (
-    held_out_tokens.to(device),
-    held_out_labels.to(device),
-)
-held_out_accuracy = accuracy(model, held_out_tokens, held_out_labels)
-print(f"held-out accuracy {held_out_accuracy:.1%}")
-claim("held-out accuracy", held_out_accuracy, above=0.85)
-
-# %%
 # After training: heads with a job
 # --------------------------------
 #
@@ -235,22 +211,24 @@ plot_attention(
     vmax=1.0,
 )
 plt.show()
-# sphinx_gallery_start_ignore
-example_is_not = example[0] == VOCAB.index("not")  # (L,)
-row_max_1 = example_weights[0][0].amax(-1).mean(-1)  # per head  (H,)
-# uniform: 1 / L; 1.5 / L held for every seed and capability swept, 0.4 did not
-claim(
-    "layer 1, sharpest head's mean row maximum",
-    row_max_1.max(),
-    above=1.5 / len(sentence),
+row_max_1 = (
+    example_weights[0][0].amax(-1).mean(-1)
+)  # mean largest weight of a row  (H,)
+print(
+    "layer 1, largest weight of a row, mean over the rows: "
+    + ", ".join(f"head {h} {v:.2f}" for h, v in enumerate(row_max_1.tolist()))
+    + f" (uniform {1 / len(sentence):.2f})"
 )
-# sphinx_gallery_end_ignore
+claim(
+    "layer 1, sharpest head's mean row maximum x L",
+    row_max_1.max() * len(sentence),
+    above=1.5,
+)
 
 # %%
-# On the same colour scale as the untrained model's figure, the even spread is gone: the
-# heads differ from each other, and the sharpest gives each word's favourite key well
-# over a uniform share of :math:`1/9`; in many runs most of each row goes to a few
-# words, in some the first layer stays fairly spread. A single sentence can mislead,
+# On the same colour scale as the untrained model's figure, the heads differ from each
+# other, and the sharpest gives each word's favourite key more than one and a half
+# times the uniform share (the values printed above). A single sentence can mislead,
 # though, so a later section measures these patterns over the 1000 held-out sentences.
 #
 # The second layer:
@@ -262,45 +240,39 @@ plot_attention(
     vmax=1.0,
 )
 plt.show()
-# sphinx_gallery_start_ignore
-# rows with one bright cell
-one_cell = (example_weights[1][0].amax(-1) > 0.5).float().mean()
+one_cell = (example_weights[1][0].amax(-1) > 0.5).float().mean()  # rows, all heads
+print(f"layer 2: {one_cell:.0%} of the rows put more than half their weight on one key")
 claim("layer 2, fraction of rows above 0.5", one_cell, above=0.4)
-# sphinx_gallery_end_ignore
 
 # %%
-# Many rows are a single bright cell (over half of them, in most runs). Reading them
-# word by word is less direct than in the first layer: the second layer's keys are the
-# first layer's *outputs*, and each of those already mixes in the words it attended to.
-# A column labelled ``not`` in layer 2 is the vector at that position after layer 1:
-# the ``not`` plus what it gathered there.
+# Many rows are a single bright cell (the share printed above). Reading them word by
+# word is less direct than in the first layer: the second layer's keys are the first
+# layer's *outputs*, and each of those already mixes in the words it attended to. A
+# column labelled ``not`` in layer 2 is the vector at that position after layer 1: the
+# ``not`` plus what it gathered there.
 #
 # What the heads do, measured over the held-out set
 # -------------------------------------------------
 #
-# For every head, four measurements averaged over the held-out sentences, next to what a
-# uniform head would give:
+# For every head, three measurements averaged over the real query positions of the
+# held-out sentences, next to what a uniform head would give:
 #
 # - *entropy*: the relative entropy from above (1 = uniform, lower = sharper);
-# - *on "not"*: the total weight every word puts on the ``not`` s of its sentence
+# - *on "not"*: the total weight a word puts on the ``not`` s of its sentence
 #   (sentences that contain one);
-# - *on signal*: the weight every word puts on the signal word;
-# - *signal on its "not" / on the other*: in sentences with both kinds of ``not``, the
-#   weight the signal word's own query puts on the ``not`` right before it, and on the
-#   distracting one.
+# - *on signal*: the weight a word puts on the signal word.
 
 with torch.no_grad():
-    _, held_out_weights = model(held_out_tokens, need_weights=True)
+    held_out_logits, held_out_weights = model(held_out_tokens, need_weights=True)
 
 signal_ids = torch.tensor([VOCAB.index(w) for w in POSITIVE + NEGATIVE], device=device)
 real = held_out_tokens != PAD_ID  # (N, L)
 is_signal = torch.isin(held_out_tokens, signal_ids)  # exactly one per sentence  (N, L)
 is_not = held_out_tokens == VOCAB.index("not")  # (N, L)
-flipping = torch.zeros_like(is_not)
-# the "not" right before the signal
+flipping = torch.zeros_like(is_not)  # the "not" right before the signal word  (N, L)
 flipping[:, :-1] = is_not[:, :-1] & is_signal[:, 1:]
-distracting = is_not & ~flipping
-has_not, has_both = is_not.any(1), flipping.any(1) & distracting.any(1)  # (N,)
+distracting = is_not & ~flipping  # (N, L)
+has_not = is_not.any(1)  # (N,)
 
 
 def weight_on(weights, keys):
@@ -310,59 +282,37 @@ def weight_on(weights, keys):
     return (weights * keys[:, None, None, :]).sum(-1)
 
 
-def mean_from(values, queries, sentences):
-    """Average (N, H, L) values over the ``queries`` (N, L) of the chosen ``sentences``
-    (N,).
-    """
-    return mean_over_queries(values, queries & sentences[:, None])
-
-
 n_real = real.sum(1).float()  # sentence lengths  (N,)
 uniform_not = (is_not.sum(1) / n_real)[has_not].mean().item()
 uniform_signal = (1 / n_real).mean().item()
-everyone = torch.ones_like(has_not)
-stats = {}  # (layer, head) -> the four columns
+stats = {}  # (layer, head) -> the three columns
 for layer, w in enumerate(held_out_weights, 1):
     columns = (
         mean_over_queries(relative_entropy(w, real), real),
-        mean_from(weight_on(w, is_not), real, has_not),
-        mean_from(weight_on(w, is_signal), real, everyone),
-        mean_from(weight_on(w, flipping), is_signal, has_both),
-        mean_from(weight_on(w, distracting), is_signal, has_both),
+        mean_over_queries(weight_on(w, is_not), real & has_not[:, None]),
+        mean_over_queries(weight_on(w, is_signal), real),
     )
     for head, values in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
         stats[layer, head] = values
 
-print(
-    f"{len(held_out_tokens)} held-out sentences, {int(has_both.sum())} with both kinds "
-    "of 'not'"
-)
-print("                       entropy  on      on       signal on:")
-print("                                'not'   signal   its 'not'  the other")
-print(f"uniform head           1.000    {uniform_not:.3f}   {uniform_signal:.3f}")
-for (layer, head), (sharp, on_not, on_signal, own, other) in stats.items():
+print("                 entropy   on 'not'   on signal")
+print(f"uniform head     1.000     {uniform_not:.3f}      {uniform_signal:.3f}")
+for (layer, head), (sharp, on_not, on_signal) in stats.items():
     print(
-        f"layer {layer}, head {head}:      {sharp:.3f}    {on_not:.3f}   "
-        f"{on_signal:.3f}"
-        f"    {own:.3f}      {other:.3f}"
+        f"layer {layer}, head {head}  {sharp:.3f}     {on_not:.3f}      {on_signal:.3f}"
     )
 
 # %%
-# Three things stand out in the table printed above.
-#
 # Training made the heads sharper than the untrained model's (whose relative entropy
-# was above 0.95 for every head): on average over the eight heads by a wide margin,
-# though in some runs a head of the first layer stays almost as spread as before. Which
-# layer ends up the sharper depends on the run too: the second, in most of the seeds
-# that the claims sweep tried, but not in all of them, so this page compares the two
-# without claiming an order:
+# was above 0.95 for every head): much sharper on average, some heads much more than
+# others; the table says which layer is the sharper in this run. Over the eight heads:
 
 after = torch.tensor([[stats[layer, h][0] for h in range(4)] for layer in (1, 2)])
+ratio = after / before.cpu()  # (2, H): relative entropy after training / before
 print(
     f"relative entropy, mean over heads: layer 1 {after[0].mean():.3f}, "
     f"layer 2 {after[1].mean():.3f}"
 )
-ratio = after / before.cpu()  # (2, H): relative entropy after training / before
 print(
     f"relative entropy after / before training: mean over the heads "
     f"{ratio.mean():.2f}, highest {ratio.max():.2f}"
@@ -371,67 +321,210 @@ claim("mean entropy after / before training", ratio.mean(), below=0.85)
 
 # %%
 # Some head is a ``not`` detector: on average over the words of a sentence, whatever
-# they are, it sends the ``not`` s more than twice the share of weight a uniform head
-# would give them, in many trained models most of it:
+# they are, it sends the ``not`` s a much larger share of weight than a uniform head
+# would. Take the head, of either layer, that puts the most weight on ``not``:
 
 not_layer, not_head = max(stats, key=lambda key: stats[key][1])
 on_not = stats[not_layer, not_head][1]
 print(
     f"layer {not_layer}, head {not_head}: a word puts {on_not:.2f} of its weight on "
-    "the "
-    f"'not's, on average (uniform: {uniform_not:.2f})"
+    f"the 'not's, on average ({on_not / uniform_not:.1f}x a uniform head's "
+    f"{uniform_not:.2f})"
 )
 claim("'not' head, weight on 'not's / uniform", on_not / uniform_not, above=2)
 
 # %%
-# Here is that head alone on the example sentence:
-
-fig = plot_attention(
-    example_weights[not_layer - 1][0, not_head],
-    x_tokens=sentence,
-    title=f"Layer {not_layer}, head {not_head}, the 'not' detector, on one sentence",
-)
-fig.set_size_inches(5.5, 4.5)
-plt.show()
-# sphinx_gallery_start_ignore
-# (L,)
-rows_on_nots = example_weights[not_layer - 1][0, not_head][:, example_is_not].sum(-1)
-uniform_example = example_is_not.float().mean()  # 2 'not's of 9 words
-claim(
-    "'not' head on the example, weight on 'not's / uniform",
-    rows_on_nots.mean() / uniform_example,
-    above=1.2,
-)
-# sphinx_gallery_end_ignore
-
-# %%
-# The ``not`` columns draw more than a uniform share of the rows, more strongly in some
-# trained models than in others, and not from every word.
-# Finding a ``not`` is only half the task: the label depends on whether it stands *right
-# before* the signal word. The last two columns of the table measure exactly that, from
-# the signal word's position: the weight its query puts on the ``not`` that flips it,
-# and on a distracting ``not`` in the same sentence. The head that separates them most:
-
-order_layer, order_head = max(stats, key=lambda key: stats[key][3] - stats[key][4])
-signal_own, signal_other = stats[order_layer, order_head][3:]
-print(
-    f"layer {order_layer}, head {order_head}, sentences with both kinds of 'not': the "
-    "signal "
-    f"word's query puts {signal_own:.2f} on the flipping 'not', {signal_other:.2f} on "
-    "the other"
-)
-claim("order head, own 'not' minus the other", signal_own - signal_other, above=0)
-
-# %%
-# More weight on the ``not`` next to it than on the other one. By how much changes a lot
-# from one trained model to the next: in most, one head puts several times as much on
-# the flipping ``not``; in some, no single head separates the two well and the model
-# combines several (rerun the page with another ``ATTENTION_SEED`` to see both). That
-# takes word order, and attention by itself ignores order: permute the tokens and the
-# weights permute with them. The only place where the model learns where a word stands
-# is the positional encoding added to each token, so it is through it that this head
-# scores the key one position before the signal word above a ``not`` further away.
+# The ``not`` head on three kinds of sentence
+# -------------------------------------------
 #
+# Draw that head on three held-out sentences, one without ``not``, one where ``not``
+# flips the signal word, and one with only a distracting ``not``: the first held-out
+# sentence of each kind that the model classifies right. The axes carry each sentence's
+# words (padding dropped), and the three panels share one colour scale, from 0 to 1:
+
+probabilities = held_out_logits.softmax(-1)  # (N, C)
+flips, distracts = flipping.any(1), distracting.any(1)  # (N,)
+kinds = {
+    "no 'not'": ~has_not,
+    "flipping 'not'": flips & ~distracts,
+    "distracting 'not'": ~flips & distracts,
+}
+
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.5), layout="constrained")
+for ax, (kind, chosen) in zip(axes, kinds.items(), strict=True):
+    right = chosen & (probabilities.argmax(-1) == held_out_labels)  # (N,)
+    i = int(right.nonzero()[0])  # the first sentence of this kind classified right
+    words, n = decode(held_out_tokens[i]), int(real[i].sum())
+    panel = held_out_weights[not_layer - 1][i, not_head, :n, :n]  # (L, S)
+    plot_attention(panel, x_tokens=words, ax=ax, vmax=1.0)
+    ax.images[0].colorbar.remove()  # one colour bar for the three, drawn below
+    predicted = int(probabilities[i].argmax())
+    ax.set_title(
+        f"{kind}\npredicted {CLASSES[predicted]} ({probabilities[i, predicted]:.0%})",
+        fontsize=10,
+    )
+    if kind == "flipping 'not'":
+        columns = panel.sum(0)  # the weight each key receives  (S,)
+        not_column = columns[words.index("not")]
+        others = columns[[w != "not" for w in words]]
+        claim(
+            "flipping 'not' column / the next brightest",
+            not_column / others.max(),
+            above=1,
+        )
+# the colour bar as tall as the panels, next to the last one
+colour_bar = axes[-1].inset_axes([1.06, 0.0, 0.07, 1.0])
+fig.colorbar(axes[-1].images[0], cax=colour_bar, label="attention weight")
+fig.suptitle(f"Layer {not_layer}, head {not_head} on three held-out sentences")
+plt.show()
+
+# %%
+# Each panel's title gives the model's prediction and its confidence. In the middle
+# panel the ``not`` that flips the signal word has the brightest column. Over all
+# held-out sentences of each kind, the weight a word puts, on average, on the signal
+# word and on the ``not``:
+
+for kind, chosen in kinds.items():
+    signal_share, not_share = (
+        mean_over_queries(
+            weight_on(held_out_weights[not_layer - 1], keys), real & chosen[:, None]
+        )[not_head].item()
+        for keys in (is_signal, is_not)
+    )
+    not_ratio = not_share / uniform_signal
+    print(
+        f"{kind:<18} ({int(chosen.sum()):3d} sentences): on the signal word "
+        f"{signal_share:.2f}, on the 'not' {not_share:.2f}"
+        + ("" if kind == "no 'not'" else f" ({not_ratio:.1f}x uniform)")
+    )
+    if kind != "no 'not'":
+        claim(
+            f"{kind}: weight on the 'not' / uniform",
+            not_ratio,
+            above=1.5,
+        )
+print(f"(a uniform head: {uniform_signal:.2f} on any one word)")
+
+# %%
+# In sentences with one ``not``, this head sends it more than one and a half times the
+# share a uniform head would, whether it flips the signal word or not (the ratios
+# printed above). Where the head puts its weight in a sentence without any ``not`` is
+# not what it was picked for, and the page claims nothing about it. The next section
+# shows that it needs no position to find a ``not``: it reads a word, not a place.
+#
+# Where the model learns word order
+# ---------------------------------
+#
+# Finding a ``not`` is half the task; the label depends on whether it stands *right
+# before* the signal word. Attention by itself ignores order: permute the tokens and the
+# weights and outputs permute with them (exercise 1 checks it). The only part of this
+# model that depends on where a word stands is the positional encoding, added to each
+# token before the first layer. So take it away, and see what the model still knows:
+# replace the vector of every position by the mean of all of them (*mean-ablation*:
+# every token still gets the average position vector added, and nothing tells the
+# positions apart any more; zeroing the vectors instead, *zero-ablation*, also moves
+# every input away from the values the blocks were trained on). The ablated models are
+# copies; ``pe`` is the :math:`(\text{max\_len}, E)` table of
+# :class:`attention.PositionalEncoding`, one row per position:
+
+import copy
+
+pe = model.positions.pe  # (max_len, E)
+no_order = copy.deepcopy(model)
+no_order.positions.pe = pe.mean(0, keepdim=True).expand_as(pe).clone()  # (max_len, E)
+zeroed = copy.deepcopy(model)
+zeroed.positions.pe = torch.zeros_like(pe)  # (max_len, E)
+with torch.no_grad():
+    no_order_logits, no_order_weights = no_order(held_out_tokens, need_weights=True)
+    zeroed_logits = zeroed(held_out_tokens)[0]  # (N, C)
+predictions = {
+    "model": held_out_logits.argmax(-1),  # (N,)
+    "positions mean": no_order_logits.argmax(-1),
+    "positions zeroed": zeroed_logits.argmax(-1),
+}
+
+# %%
+# Next to them, the best rule blind to word order, from the previous page: a ``not``
+# flips the signal word (always wrong on a sentence whose only ``not`` distracts, right
+# on the others). The held-out accuracy by kind of sentence:
+
+signal_positive = torch.isin(
+    held_out_tokens, torch.tensor([VOCAB.index(w) for w in POSITIVE], device=device)
+).any(1)  # (N,)
+predictions["order-blind rule"] = (signal_positive != has_not).long()  # (N,)
+kinds["both"] = flips & distracts
+print(f"{'kind':<18}  " + "".join(f"{name:>18}" for name in predictions))
+for kind, chosen in kinds.items():
+    print(
+        f"{kind:<18}  "
+        + "".join(
+            f"{(p == held_out_labels)[chosen].float().mean():18.1%}"
+            for p in predictions.values()
+        )
+    )
+agree = (
+    (predictions["positions mean"] == predictions["order-blind rule"]).float().mean()
+)
+print(f"the model without positions agrees with the order-blind rule on {agree:.1%}")
+right_without = {
+    kind: (predictions["positions mean"] == held_out_labels)[chosen].float().mean()
+    for kind, chosen in kinds.items()
+}
+claim("no positions, accuracy with no 'not'", right_without["no 'not'"], above=0.95)
+claim("no positions, accuracy with both 'not's", right_without["both"], above=0.85)
+claim(
+    "no positions, accuracy with a flipping 'not'",
+    right_without["flipping 'not'"],
+    above=0.7,
+)
+claim(
+    "no positions, accuracy with a distracting 'not'",
+    right_without["distracting 'not'"],
+    below=0.3,
+)
+claim("no positions, agreement with the order-blind rule", agree, above=0.8)
+
+# %%
+# Without the positions the trained model behaves like the order-blind rule (the
+# agreement printed above): it treats a ``not`` as flipping the signal word wherever it
+# stands, and so gets most sentences with only a distracting ``not`` wrong. The control
+# is in the same table: the sentences whose label the words alone decide, those with no
+# ``not`` and those with both kinds, stay nearly all right, so what the ablation removed
+# is the order and not the model's other skills. Zeroing the positions removes the
+# order too, but also moves every input off the values the blocks were trained on; its
+# column shows what that costs the control rows in this run.
+#
+# Inside the heads it is the same story. Without positions the two ``not`` s of a
+# sentence enter the first layer as the same vector, so every query of every head, in
+# both layers, must give them the same weight; and the ``not`` head, which reads a word
+# rather than a place, still finds them:
+
+both = kinds["both"]
+not_gaps = [
+    weight_on(w[both], flipping[both]) - weight_on(w[both], distracting[both])
+    for w in no_order_weights  # per layer: (n, H, L, L) -> (n, H, L)
+]
+largest_difference = max(d.abs().max().item() for d in not_gaps)
+print(
+    "without positions, |weight on the flipping 'not' - on the distracting one|, "
+    f"largest over {int(both.sum())} sentences, all queries and heads: "
+    f"{largest_difference:.1e}"
+)
+assert largest_difference < 1e-5
+on_not_without = mean_over_queries(
+    weight_on(no_order_weights[not_layer - 1], is_not), real & has_not[:, None]
+)[not_head].item()
+print(
+    f"the 'not' head without positions: {on_not_without:.2f} of a word's weight on the "
+    f"'not's ({on_not_without / uniform_not:.1f}x uniform; with positions {on_not:.2f})"
+)
+claim(
+    "'not' head without positions, on 'not's / uniform",
+    on_not_without / uniform_not,
+    above=2,
+)
+
+# %%
 # What averaging over heads hides
 # -------------------------------
 #
@@ -465,7 +558,7 @@ with torch.no_grad():
     _, averaged = torch_attn(x, x, x, key_padding_mask=pad_mask)  # (N, L, S)
     _, per_head = torch_attn(
         x, x, x, key_padding_mask=pad_mask, average_attn_weights=False
-    )
+    )  # (N, H, L, S)
 print(
     f"average_attn_weights=True: {tuple(averaged.shape)}; False: "
     f"{tuple(per_head.shape)}"
@@ -480,21 +573,23 @@ assert torch.allclose(averaged, example_weights[1].mean(1), atol=1e-5)
 
 decisive = example_weights[1][0].amax(-1).mean(-1)  # mean largest weight of a row  (H,)
 sharp_head = int(decisive.argmax())
-fig = plot_attention(
-    torch.stack([example_weights[1][0, sharp_head], averaged[0]]),
-    x_tokens=sentence,
-    title="Layer 2: one head versus the average over heads",
-)
-fig.axes[0].set_title(f"head {sharp_head} (the most decisive here)")
-fig.axes[1].set_title("average of the 4 heads")
-fig.set_size_inches(7, 4)  # room for the titles and the rotated labels
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.7), layout="constrained")
+panels = {
+    f"head {sharp_head} (the most decisive here)": example_weights[1][0, sharp_head],
+    "average of the 4 heads": averaged[0],
+}
+for ax, (name, panel) in zip(axes, panels.items(), strict=True):
+    plot_attention(panel, x_tokens=sentence, ax=ax, title=name, vmax=1.0)
+    ax.images[0].colorbar.remove()  # one colour bar for both, drawn below
+colour_bar = axes[-1].inset_axes([1.06, 0.0, 0.07, 1.0])  # as tall as the panels
+fig.colorbar(axes[-1].images[0], cax=colour_bar, label="attention weight")
+fig.suptitle("Layer 2: one head versus the average over heads")
 plt.show()
 # (L,)
 sharp_rows, mean_rows = example_weights[1][0, sharp_head].amax(-1), averaged[0].amax(-1)
 print(
     f"largest weight of a row, mean over the rows: head {sharp_head} "
-    f"{sharp_rows.mean():.2f}, "
-    f"average of the heads {mean_rows.mean():.2f}"
+    f"{sharp_rows.mean():.2f}, average of the heads {mean_rows.mean():.2f}"
 )
 claim("decisive head's mean row maximum", sharp_rows.mean(), above=0.4)
 claim(
@@ -509,10 +604,9 @@ claim(
 # is always at most as decisive as the heads are on average; the gap is large when the
 # heads look at different places. Over the held-out set:
 
-with torch.no_grad():
-    layer2 = held_out_weights[1]  # (N, H, L, L)
-    row_max_heads = mean_over_queries(layer2.amax(-1), real)  # (H,)
-    row_max_mean = mean_over_queries(layer2.mean(1, keepdim=True).amax(-1), real).item()
+layer2 = held_out_weights[1]  # (N, H, L, L)
+row_max_heads = mean_over_queries(layer2.amax(-1), real)  # (H,)
+row_max_mean = mean_over_queries(layer2.mean(1, keepdim=True).amax(-1), real).item()
 print(
     "largest weight of a row, layer 2: "
     + ", ".join(f"head {h} {v:.2f}" for h, v in enumerate(row_max_heads.tolist()))
@@ -526,10 +620,105 @@ claim(
 )
 
 # %%
-# The averaged map is much less decisive than the heads (the values printed above): it
-# hides *which head does what*. Ask for ``average_attn_weights=False`` (or use this
-# package's modules, which always return one map per head) when you want to read what
-# the heads learned.
+# The averaged map is less decisive than the heads by the gap printed above: it hides
+# *which head does what*. Ask for ``average_attn_weights=False`` (or use this package's
+# modules, which always return one map per head) when you want to read what the heads
+# learned.
+#
+# Switching heads off: which heads does the model need?
+# -----------------------------------------------------
+#
+# A heatmap says where a head reads from, not whether the model needs what it reads.
+# To find out, switch the head off and measure what the model loses. Each block's
+# attention concatenates its 4 heads into the input of ``out_proj``, head :math:`h` in
+# the columns :math:`hD` to :math:`(h+1)D - 1`
+# (:ref:`sphx_glr_tutorials_1_foundations_04_multi_head.py`).
+# :func:`attention.ablation.head_ablated` replaces those columns while the model runs,
+# with a *forward pre-hook* (PyTorch calls it with the module's inputs just before
+# ``forward``, and uses what it returns instead), without editing the model:
+#
+# .. literalinclude:: ../../../attention/ablation.py
+#    :language: python
+#    :pyobject: head_ablated
+#
+# As with the positions, there are two ways to switch a head off. *Zero-ablation*
+# replaces its output with zeros. *Mean-ablation* replaces it with the head's mean
+# output over every position of the held-out sentences (from
+# :func:`attention.ablation.mean_head_outputs`), which keeps the average signal the
+# later layers were trained to expect and removes only what depends on the sentence.
+# Both, for each of the eight heads:
+
+from attention.ablation import head_ablated, mean_head_outputs
+
+H = model.blocks[0].self_attn.num_heads
+lost = {"zero": {}, "mean": {}}  # ablation -> (layer, head) -> accuracy lost
+for layer, block in enumerate(model.blocks, 1):
+    means = mean_head_outputs(model, block.self_attn, held_out_tokens)  # (H, D)
+    for head in range(H):
+        for ablation, replacement in (("zero", None), ("mean", means[head])):
+            with head_ablated(block.self_attn, head, replacement=replacement):
+                ablated = accuracy(model, held_out_tokens, held_out_labels)
+            lost[ablation][layer, head] = held_out_accuracy - ablated
+# the hooks are gone
+assert accuracy(model, held_out_tokens, held_out_labels) == held_out_accuracy
+
+print("accuracy points lost without the head:")
+print("                  zero-ablated   mean-ablated")
+for key in lost["zero"]:
+    print(
+        f"layer {key[0]}, head {key[1]}   {100 * lost['zero'][key]:8.1f}"
+        f"       {100 * lost['mean'][key]:8.1f}"
+    )
+
+# %%
+
+import numpy as np
+
+fig, ax = plt.subplots(figsize=(7.5, 3.8), layout="constrained")
+where = np.arange(len(lost["zero"]))
+for offset, (ablation, drops) in zip((-0.2, 0.2), lost.items(), strict=True):
+    ax.bar(where + offset, [100 * d for d in drops.values()], width=0.4, label=ablation)
+ax.set_xticks(where, [f"layer {layer}\nhead {head}" for layer, head in lost["zero"]])
+ax.set_xlabel("head switched off")
+ax.set_ylabel("held-out accuracy lost (points)")
+ax.legend(title="ablation")
+ax.set_title("Head ablation: the accuracy lost without each head")
+plt.show()
+
+# %%
+# The heads are far from equal. The most and least needed, and the heads read above:
+
+most = max(lost["mean"], key=lost["mean"].get)  # (layer, head), by mean-ablation
+least = min(lost["mean"], key=lost["mean"].get)
+for name, (layer, head) in (
+    ("most needed", most),
+    ("least needed", least),
+    ("the 'not' head", (not_layer, not_head)),
+):
+    print(
+        f"{name + ':':<16} layer {layer}, head {head}: "
+        f"{100 * lost['zero'][layer, head]:.1f} points zero-ablated, "
+        f"{100 * lost['mean'][layer, head]:.1f} mean-ablated"
+    )
+layer, head = max(lost["zero"], key=lost["zero"].get)
+print(f"most needed by zero-ablation: layer {layer}, head {head}")
+differences = [abs(lost["zero"][k] - lost["mean"][k]) for k in lost["zero"]]
+print(
+    f"largest difference between the two ablations: {100 * max(differences):.1f} points"
+)
+claim("most needed head, points lost (mean-ablated)", 100 * lost["mean"][most], above=5)
+claim("most needed head, points lost (zero-ablated)", 100 * lost["zero"][most], above=5)
+claim(
+    "least needed head, points lost (mean-ablated)", 100 * lost["mean"][least], below=3
+)
+
+# %%
+# Losing the most needed head costs many points, the least needed at most a few. Head
+# by head the two ablations differ, by up to the points printed above, at times enough
+# to change which head comes first. The difference comes from the head's average
+# output, which zero-ablation removes too although it is the same for every sentence:
+# the mean-ablated number measures what the head contributes *sentence by sentence*,
+# and the ranking above uses it.
 #
 # What to remember
 # ----------------
@@ -537,62 +726,50 @@ claim(
 # - :func:`attention.plot_attention` draws an :math:`(L, S)` map, or an
 #   :math:`(H, L, S)` stack as a grid of heads on one colour scale, queries down the
 #   side, keys along the bottom.
-# - An untrained model attends almost uniformly: its scores are small, and softmax of
-#   nearly equal scores is nearly flat. Relative entropy (1 = uniform) measures it.
-# - After training, heads specialise: here a head that finds every ``not``, and a head
-#   whose query at the signal word picks the ``not`` right before it, which takes the
-#   positional encoding. Second-layer heads read positions that already mix words, so
-#   their maps are harder to read as word-to-word links.
-# - Measure a pattern over many sentences before believing one heatmap.
+# - An untrained model spreads its attention over every word: its scores are small,
+#   and softmax of nearly equal scores is nearly flat. Relative entropy (1 = uniform)
+#   measures it.
+# - Measure a pattern over many sentences before believing one heatmap. Here one head
+#   reads the ``not`` s wherever they stand; second-layer heads read positions that
+#   already mix words, so their maps are harder to read as word-to-word links.
+# - Word order enters through the positional encoding only: with the positions
+#   mean-ablated, the model falls back on the order-blind rule, and the sentences
+#   whose label needs no order (the control) stay right.
 # - Averaging over heads (``nn.MultiheadAttention``'s default) blurs sharp heads into a
 #   map no head computes; keep the heads apart to interpret them.
+# - Ablation answers what a heatmap cannot: whether the model needs a head. Prefer
+#   mean-ablation, which removes what a head reads in each input and keeps its average.
 #
 # API used on this page: :func:`attention.plot_attention`,
-# :class:`attention.AttentionClassifier`,
-# :func:`attention.training.fit_sentiment_classifier`,
-# :func:`attention.training.accuracy`, :func:`attention.data.encode`,
-# :func:`attention.data.make_dataset`, :func:`attention.masks.to_torch_key_padding_mask`
-# and :class:`attention.MultiHeadAttention` (each block's ``self_attn``).
+# :class:`attention.AttentionClassifier`, :class:`attention.PositionalEncoding`,
+# :func:`attention.recipes.fit_sentiment_classifier`,
+# :func:`attention.training.accuracy`, :func:`attention.ablation.head_ablated`,
+# :func:`attention.ablation.mean_head_outputs`, :func:`attention.data.encode`,
+# :func:`attention.data.decode`, :func:`attention.data.make_dataset`,
+# :func:`attention.masks.to_torch_key_padding_mask` and
+# :class:`attention.MultiHeadAttention` (each block's ``self_attn``).
 
 # %%
 # Exercises
 # ---------
 #
-# 1. **The two ends of the entropy scale.** Build two weight tensors for the 1000
-#    sample sentences: one that spreads every row evenly over the real keys, and one
-#    that puts every row's whole weight on the first word. What does
-#    ``relative_entropy`` return for each, on every real query row?
-# 2. **Order is invisible to attention.** Feed layer 2's attention (``attn``) the input
+# 1. **Order is invisible to attention.** Feed layer 2's attention (``attn``) the input
 #    it received for the example sentence (``x``, captured above), once as it is and
 #    once with the positions reversed. Predict how the second call's weights and
 #    outputs relate to the first call's, and check it.
-# 3. **The score spread, two ways.** The page read the spread of the scores off the
-#    weights, through :math:`\log w_j = s_j - \log\sum_k e^{s_k}`. Compute the scores
-#    of the untrained model's first layer on the example sentence directly, from its
-#    query and key projections, and compare their spread with ``score_spread``.
+# 2. **The adjacent 'not', or the earlier one?** In the sentences with both kinds of
+#    ``not``, measure, for every head, the weight the signal word's query puts on the
+#    flipping ``not`` and on the distracting one, separately for the sentences where
+#    the distracting ``not`` stands before the signal word and those where it stands
+#    after. A head that prefers the ``not`` next to the signal word prefers it in both
+#    groups; what does a head that prefers the earlier ``not`` do?
+# 3. **Switch a head off in the weights.** ``head_ablated`` replaces a head's columns of
+#    the *input* of ``out_proj``. Zero-ablate the most needed head in a copy of the
+#    model instead, by zeroing the matching columns of ``out_proj.weight``, and check
+#    that both give the same logits on the held-out set.
 
 # %%
 # .. solution 1
-#
-# The uniform row has the largest possible entropy, :math:`\log n`, so its ratio is 1;
-# the one-hot row has entropy 0. Every trained or untrained head lies in between.
-
-sample_lengths = sample_real.sum(-1)[:, None, None, None]  # (N, 1, 1, 1)
-uniform_rows = sample_real[:, None, None, :] / sample_lengths  # (N, 1, 1, L)
-uniform_rows = uniform_rows.expand(-1, 1, sample_real.shape[1], -1)  # (N, 1, L, L)
-first_word = torch.zeros_like(uniform_rows)
-first_word[..., 0] = 1.0  # every row on key 0, always a real word
-entropy_uniform = relative_entropy(uniform_rows, sample_real)[:, 0][sample_real]
-entropy_one_hot = relative_entropy(first_word, sample_real)[:, 0][sample_real]
-print(
-    f"uniform rows: between {entropy_uniform.min():.6f} and "
-    f"{entropy_uniform.max():.6f}; one-hot rows: largest {entropy_one_hot.abs().max()}"
-)
-assert torch.allclose(entropy_uniform, torch.ones_like(entropy_uniform), atol=1e-5)
-assert (entropy_one_hot == 0).all()
-
-# %%
-# .. solution 2
 #
 # Reversing the positions reverses the rows and the columns of every head's weights,
 # and the rows of the output: attention itself sees a set of tokens, not a sequence.
@@ -611,37 +788,61 @@ assert torch.allclose(w_reversed, w_forward.flip(-2, -1), atol=1e-5)
 assert torch.allclose(out_reversed, out_forward.flip(1), atol=1e-5)
 
 # %%
-# .. solution 3
+# .. solution 2
 #
-# A pre-LN block feeds ``norm1`` of its input to the attention; a forward pre-hook
-# catches it, as in the section on averaging. The spreads agree to float32 rounding.
+# A head that prefers the earlier ``not`` puts more weight on the distracting ``not``
+# when it comes first, and on the flipping one when it comes second: its preference
+# swaps between the two groups, and averaged over both it can still look like a
+# preference for the adjacent ``not``. Read the rows below with that in mind: the
+# model needs the order somewhere (the ablation of the positions showed it), but not
+# necessarily in one head's weights.
 
-from attention.multi_head import split_heads
-
-first_attn = untrained.blocks[0].self_attn
-layer1_input = []
-handle = first_attn.register_forward_pre_hook(
-    lambda module, args: layer1_input.append(args[0])
-)
-with torch.no_grad():
-    untrained(example)
-handle.remove()
-with torch.no_grad():
-    h = layer1_input[0]  # (1, L, E)
-    q = split_heads(first_attn.q_proj(h), first_attn.num_heads)  # (1, H, L, D)
-    k = split_heads(first_attn.k_proj(h), first_attn.num_heads)  # (1, H, L, D)
-    # (1, H, L, D) @ (1, H, D, L) -> (1, H, L, L)
-    scores = q @ k.transpose(-2, -1) / first_attn.head_dim**0.5
-from_scores = scores.amax(-1) - scores.amin(-1)  # (1, H, L)
-from_weights = score_spread(untrained_weights[0], example != PAD_ID)  # (1, H, L)
-print(
-    "largest |spread from the scores - spread from the weights|: "
-    f"{(from_scores - from_weights).abs().max():.1e}"
-)
-assert torch.allclose(from_scores, from_weights, atol=1e-4)
+position = torch.arange(held_out_tokens.shape[1], device=device)  # (L,)
+signal_at = (is_signal * position).sum(1)  # (N,)
+distracting_at = (distracting * position).sum(1)  # (N,)
+groups = {
+    "before": kinds["both"] & (distracting_at < signal_at),
+    "after": kinds["both"] & (distracting_at > signal_at),
+}
+print("signal word's weight on: flipping / distracting 'not'")
+print("                  distracting before    distracting after")
+for layer, w in enumerate(held_out_weights, 1):
+    shares = {
+        group: [
+            mean_over_queries(weight_on(w, keys), is_signal & chosen[:, None])
+            for keys in (flipping, distracting)
+        ]
+        for group, chosen in groups.items()
+    }  # group -> [flipping (H,), distracting (H,)]
+    for head in range(H):
+        cells = [f"{f[head]:.2f} / {d[head]:.2f}" for f, d in shares.values()]
+        print(f"layer {layer}, head {head}   {cells[0]:>18}   {cells[1]:>18}")
+print(f"({int(groups['before'].sum())} and {int(groups['after'].sum())} sentences)")
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_09_checking_gradients.py` checks the gradients of
-# attention.
+# .. solution 3
+#
+# Column :math:`j` of ``out_proj.weight`` multiplies input feature :math:`j`, so zeroing
+# the column removes the same term of the sum as zeroing the feature.
+
+layer, head = most
+pruned = copy.deepcopy(model)
+pruned_attn = pruned.blocks[layer - 1].self_attn
+D = pruned_attn.head_dim
+with torch.no_grad():
+    pruned_attn.out_proj.weight[:, head * D : (head + 1) * D] = 0
+    with head_ablated(model.blocks[layer - 1].self_attn, head):
+        hooked_logits = model(held_out_tokens)[0]  # (N, C)
+    pruned_logits = pruned(held_out_tokens)[0]  # (N, C)
+print(
+    f"layer {layer}, head {head} off, hook against weights: logits differ by up to "
+    f"{(hooked_logits - pruned_logits).abs().max():.1e}; accuracy "
+    f"{accuracy(pruned, held_out_tokens, held_out_labels):.1%}"
+)
+assert torch.allclose(hooked_logits, pruned_logits, atol=1e-5)
+
+# %%
+# Next: :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py` trains a
+# decoder, whose heads learn to copy.
 
 # sphinx_gallery_thumbnail_number = 4

@@ -2,14 +2,16 @@
 A decoder, and the induction heads it learns
 ============================================
 
-.. prerequisites:: 05_masks 11_classifier
+.. prerequisites:: 05_masks 10_classifier
 
-The classifier of :ref:`sphx_glr_tutorials_11_classifier.py` reads a whole sentence at
-once. GPT-style language models work differently: they predict the *next* token, each
-position may look only at the past, and they generate text one token at a time. This
-page builds such a decoder from :class:`attention.DecoderLM`, trains a two-layer one on
-the CPU in seconds, and finds inside it the two heads that let it copy: a
-*previous-token head* and an *induction head* :cite:p:`elhage2021,olsson2022`.
+The classifier of :ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py`
+reads a whole sentence at once. GPT-style language models work differently: they
+predict the *next* token, each position may look only at the past, and they generate
+text one token at a time. This page builds such a decoder from
+:class:`attention.DecoderLM`, trains a two-layer one on one CPU thread, and looks
+inside it for the heads that let it copy: *previous-token heads* and *induction heads*
+:cite:p:`elhage2021,olsson2022`. What it finds is less tidy than the textbook circuit,
+and the page says what its own measurements show.
 
 From the pages it assumes it takes the causal mask, training, and switching heads off
 with a hook.
@@ -38,16 +40,19 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # the cross-entropy of the true next token at every position at once. The task here is
 # made in code by :func:`attention.data.make_repeated_sequences`: 16 different random
 # tokens out of 32, then a repeat of the last :math:`d` of them, again and again, where
-# each sequence draws its own period :math:`d` from 8 to 16.
+# each sequence draws its own period :math:`d` from 8 to 16. Three of them, each on two
+# lines (the first half, then the second):
 
 from attention.data import make_repeated_sequences
 
 V, T, MIN_PERIOD = 32, 16, 8
-example = make_repeated_sequences(
-    1, length=T, vocab_size=V, seed=seed, min_period=MIN_PERIOD
-)[0]
-print("first half: ", example[:T].tolist())
-print("second half:", example[T:].tolist())
+examples = make_repeated_sequences(
+    3, length=T, vocab_size=V, seed=seed, min_period=MIN_PERIOD
+)  # (3, 2T)
+for tokens in examples:
+    d = T - tokens[:T].tolist().index(tokens[T].item())  # where the repeat starts
+    print(f"d = {d}: {tokens[:T].tolist()}\n        {tokens[T:].tolist()}")
+example = examples[0]
 
 # %%
 # The first half cannot be predicted: each token is a uniform draw among those not used
@@ -67,14 +72,15 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 #
 # Every position is trained at once, in one forward pass over the whole sequence, so
 # position :math:`t` must not see :math:`x_{t+1}`, the token it is asked to predict. The
-# causal mask of :ref:`sphx_glr_tutorials_05_masks.py` hides every later key.
-# :class:`attention.CausalSelfAttention` builds it in its ``mask`` method (bottom-right
-# aligned, which matters when a cache of keys and values makes :math:`S > L`:
-# :ref:`bottom-right-causal`):
+# causal mask of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` hides every later
+# key. :class:`attention.CausalSelfAttention` builds it in its ``mask`` method, which
+# its ``forward`` calls with the number of queries :math:`L` and of keys :math:`S`
+# (bottom-right aligned, which matters when a cache of keys and values makes
+# :math:`S > L`: :ref:`bottom-right-causal`):
 #
-# .. literalinclude:: ../../attention/decoder.py
+# .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
-#    :pyobject: CausalSelfAttention.forward
+#    :pyobject: CausalSelfAttention.mask
 #
 # Feeding the true tokens as the input at every position, rather than the model's own
 # guesses, is *teacher forcing*. The mask makes it exact: the logits at position
@@ -83,9 +89,9 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 
 from attention import DecoderLM
 
-untrained = DecoderLM(V, embed_dim=64, num_heads=4, num_layers=2, max_len=2 * T).eval()
+untrained = DecoderLM(V, embed_dim=64, num_heads=4, num_layers=2, max_len=2 * T)
+untrained = untrained.to(device).eval()
 sequence = example[None].to(device)  # (1, 2T)
-untrained = untrained.to(device)
 with torch.no_grad():
     full, _ = untrained(sequence)  # (1, 2T, V)
     gap = max(
@@ -99,31 +105,26 @@ assert gap < 1e-5
 # Training
 # --------
 #
-# :func:`attention.training.fit_repeat_model` trains the pages' two-layer model: here
-# four heads per layer, ``embed_dim=64``, rotary positions
-# (:class:`attention.RotaryEmbedding`: a head that attends "one token back" then works
-# the same at every position), AdamW for 600 steps of 128 sequences on one thread, so
-# the model does not depend on the machine's core count. (Four heads give each layer
-# more heads that can start on the circuit below; with two, its documentation records,
-# the circuit formed for some seeds and not for others within this budget.) The loop is
-# :func:`attention.training.train_lm`:
-#
-# .. literalinclude:: ../../attention/training.py
-#    :language: python
-#    :pyobject: train_lm
-#    :start-at: model.train()
-#    :end-at: schedule.step()
-#    :dedent: 8
+# :func:`attention.recipes.fit_repeat_model` trains the decoder pages' two-layer model
+# with :func:`attention.training.train_lm`: here four heads per layer,
+# ``embed_dim=64``, rotary positions (:class:`attention.RotaryEmbedding`: a head that
+# attends "one token back" then works the same at every position), AdamW for 400 steps
+# of 128 sequences, on one CPU thread so that the model does not depend on the
+# machine's core count. It returns the trained model, its history (one record per
+# step, with the mean loss of each half of the batch) and 512 held-out sequences:
 
-from attention.training import fit_repeat_model, next_token_losses
+from attention.recipes import fit_repeat_model
+from attention.training import format_history, next_token_losses
 
-model, history, held_out = fit_repeat_model(
-    seed=seed, num_heads=4, min_period=MIN_PERIOD, steps=600, batch_size=128, lr=3e-3
-)
-print(
-    f"{len(history)} steps in {history[-1]['seconds']:.1f} s on one CPU thread "
-    f"(float32, torch {torch.__version__})"
-)
+RECIPE = {
+    "num_heads": 4,
+    "min_period": MIN_PERIOD,
+    "steps": 400,
+    "batch_size": 128,
+    "lr": 3e-3,
+}
+model, history, held_out = fit_repeat_model(seed=seed, **RECIPE)
+print(format_history(history, every=50, keys=("first_half", "second_half")))
 
 # %%
 # The loss of each half, over training:
@@ -144,9 +145,8 @@ plt.show()
 
 # %%
 # For a while both halves sit at chance. Then the second half's loss falls, abruptly:
-# the model has learned to copy. The first half's cannot
-# go below what random tokens allow (it may wander while the copy is being learned) and
-# ends above that floor. On the 512 held-out sequences:
+# the model has learned to copy. The first half's cannot go below what random tokens
+# allow. On the held-out sequences:
 
 model = model.to(device)
 held_out = held_out.to(device)
@@ -155,14 +155,15 @@ losses = next_token_losses(model, held_out)  # (2T - 1,): targets 1 .. 2T - 1
 first_half, second_half = losses[: T - 1].mean().item(), losses[T:].mean().item()
 print(f"held-out loss, first half {first_half:.3f}, second half {second_half:.4f}")
 claim("held-out first-half loss (entropy floor)", first_half, above=floor)
-claim("held-out second-half loss", second_half, below=0.1)
+claim("held-out second-half loss", second_half, below=0.5)
 
 # %%
 # A model that peeks
 # ------------------
 #
 # What does the mask buy? Replace it, in every layer, by one that allows every key, and
-# train a model of the same shape on the same sequences (fewer steps suffice):
+# train a model of the same shape on the same sequences for 150 steps of 32 with
+# :func:`attention.training.train_lm` (the loop the recipe runs):
 
 from attention.training import train_lm
 
@@ -174,20 +175,15 @@ def allow_everything(L, S, *, device=None):
 
 torch.manual_seed(seed)
 peeking = DecoderLM(
-    V,
-    embed_dim=64,
-    num_heads=4,
-    num_layers=2,
-    max_len=2 * T,
-    ffn_dim=64,
+    V, embed_dim=64, num_heads=4, num_layers=2, max_len=2 * T, ffn_dim=64,
     positions="rotary",
-)
+)  # fmt: skip
 for block in peeking.blocks:
-    block.self_attn.mask = allow_everything
+    block.self_attn.mask = allow_everything  # replaces the method, for this model only
 train_data = make_repeated_sequences(
     4096, length=T, vocab_size=V, seed=1, min_period=MIN_PERIOD
 )
-peeking_history = train_lm(peeking, train_data, steps=150, lr=3e-3, seed=seed, log=None)
+peeking_history = train_lm(peeking, train_data, steps=150, lr=3e-3, seed=seed)
 peeking = peeking.eval().to(device)
 peeking_loss = next_token_losses(peeking, held_out).mean().item()
 print(f"held-out loss without the mask: {peeking_loss:.4f}, both halves")
@@ -217,11 +213,11 @@ print(
     f"first-half loss without the mask: {peeking_real:.2f} from prefixes "
     f"(floor {floor:.2f}, chance {chance:.2f})"
 )
-claim("first-half prefix loss of the model without a mask", peeking_real, above=floor)
+claim("first-half prefix loss of the model without a mask", peeking_real, above=chance)
 
 # %%
-# Far above 0. And generating: give each model the first half and one more token, and
-# let it write the rest, one token at a time:
+# Above chance: worse than a uniform guess. And generating: give each model the first
+# half and one more token, and let it write the rest, one token at a time:
 
 with torch.no_grad():
     prompt = held_out[:, : T + 1]
@@ -231,33 +227,39 @@ honest_acc = (honest[:, T + 1 :] == held_out[:, T + 1 :]).float().mean().item()
 cheat_acc = (cheat[:, T + 1 :] == held_out[:, T + 1 :]).float().mean().item()
 print(
     f"second half generated correctly: with the mask {honest_acc:.1%}, "
-    f"without {cheat_acc:.1%} (chance {1 / V:.1%})"
+    f"without {cheat_acc:.1%}; wrong without the mask: {1 - cheat_acc:.1%} "
+    f"(a uniform guess: {1 - 1 / V:.1%} wrong)"
 )
-claim("generation accuracy with the mask", honest_acc, above=0.8)
-claim("generation accuracy without the mask", cheat_acc, below=0.95)
+claim("generation accuracy with the mask", honest_acc, above=0.5)
+claim("generation accuracy without the mask", cheat_acc, below=0.15)
 
 # %%
-# The masked model continues the repeat; the one that peeked, whatever its training
-# loss, gets part of it wrong (the values printed above): what it learned most was to
-# read ahead.
+# The masked model gets most of the repeat right (each step reads the tokens generated
+# before it, so one wrong token can throw later ones off). The one that peeked, despite
+# its near-zero training loss, gets nearly all of it wrong, not much less than a
+# uniform guess would: what it learned was to read ahead, and generation gives it
+# nothing ahead to read.
 #
-# The two heads that copy
-# -----------------------
+# The heads that copy
+# -------------------
 #
-# How can a model continue ``... A B ... A`` with ``B``? The classic answer has two
-# heads in series :cite:p:`elhage2021,olsson2022`: a **previous-token head**
-# in layer 1 writes into each position the token before it (position :math:`i` attends
-# to :math:`i - 1`), so the position of ``B`` also holds ``A``; then an **induction
-# head** in layer 2 attends from the current ``A`` to the position whose previous token
-# is ``A``, that is ``B``, and copies it. Neither head alone can do it: layer 1 cannot
+# How can a model continue ``... A B ... A`` with ``B``? The textbook answer has two
+# steps in series :cite:p:`elhage2021,olsson2022`: a **previous-token head** in layer 1
+# writes into each position the token before it (position :math:`i` attends to
+# :math:`i - 1`), so the position of ``B`` also holds ``A``; then an **induction head**
+# in layer 2 attends from the current ``A`` to the position whose previous token is
+# ``A``, that is ``B``, and copies it. Neither step alone can do it: layer 1 cannot
 # know which earlier position to read, and layer 2 can only find ``B`` by what layer 1
-# wrote into it.
+# wrote into it. Whether this model works so, and with how many heads, is for the
+# measurements to say.
 #
-# Each head's *score* measures what defines it, averaged over the held-out sequences:
-# the weight on key :math:`i - 1` (over all queries :math:`i \ge 1`) for a
-# previous-token head; for an induction head, the weight that a query of the second half
-# puts on the key just after the last earlier occurrence of its own token. The head with
-# the highest score of each kind is picked.
+# Each head's *score* measures one of the two roles, averaged over the held-out
+# sequences: for a previous-token head, the weight on key :math:`i - 1` (over all
+# queries :math:`i \ge 1`); for an induction head, the weight that a query of the second
+# half puts on the key just after the last earlier occurrence of its own token. Query
+# :math:`i` sees :math:`i + 1` keys (itself included), so a head spread evenly over the
+# past gives each key :math:`1/(i + 1)`, and the same averages over those weights give
+# the score of such a head, a baseline to compare with.
 
 N, L = held_out.shape
 positions = torch.arange(L, device=device)
@@ -274,143 +276,225 @@ previous = weights[0][:, :, positions[1:], positions[1:] - 1].mean(dim=(0, 2))  
 rows = torch.arange(N, device=device)[:, None]  # (N, 1); with queries, after: (N, T)
 on_after = weights[1].permute(0, 2, 3, 1)[rows, queries, after]  # (N, T, H)
 induction = on_after.mean(dim=(0, 1))  # (H,)
-previous_head, induction_head = int(previous.argmax()), int(induction.argmax())
-for name, scores in (
-    ("layer 1, previous-token", previous),
-    ("layer 2, induction", induction),
+uniform_previous = (1 / (positions[1:] + 1)).mean().item()
+uniform_induction = (1 / (queries + 1)).mean().item()
+for name, scores, uniform in (
+    ("layer 1, previous-token", previous, uniform_previous),
+    ("layer 2, induction", induction, uniform_induction),
 ):
     print(
-        f"{name} score of each head: " + ", ".join(f"{s:.2f}" for s in scores.tolist())
+        f"{name} score of each head: "
+        + ", ".join(f"{s:.2f}" for s in scores.tolist())
+        + f" (a uniform head: {uniform:.2f})"
     )
-claim("best previous-token score in layer 1", previous.max().item(), above=0.3)
-claim("best induction score in layer 2", induction.max().item(), above=0.5)
+induction_head = int(induction.argmax())
+copying = [head for head in range(len(induction)) if induction[head] > 0.25]
+print(
+    f"layer 2 heads with an induction score above 0.25: {copying}; best previous-token "
+    f"score in layer 1: {previous.max():.2f}"
+)
+claim("best induction score in layer 2", induction.max().item(), above=0.2)
+claim("best previous-token score in layer 1", previous.max().item(), below=0.8)
 
 # %%
-# The best head of each layer has a score far above what a head spread evenly over the
-# past would get (:math:`1/i` at query :math:`i`; the scores are printed above). Drawn
-# on one held-out sequence, with its tokens on the axes, the previous-token head is a
-# line just below the diagonal:
+# In layer 2, the heads whose induction score stands far above the uniform baseline
+# are the induction heads; this run has the number printed above (one head or several
+# may share the role). In layer 1, no head is a clean previous-token head: the best
+# score is well below 1. Where each head of layer 1 puts its weight, by distance back
+# from the query (0: the query's own position), averaged over the queries
+# :math:`i \ge 5` (which have all six distances) and the sequences:
+
+back = 6  # distances 0 .. 5
+late = positions[back - 1 :]  # queries i >= 5
+by_distance = torch.stack(
+    [weights[0][:, :, late, late - k].mean(dim=(0, 2)) for k in range(back)], dim=1
+)  # (H, back)
+uniform_late = (1 / (late + 1)).mean().item()  # a uniform head, at any distance
+H = by_distance.shape[0]
+colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]  # colour-blind safe (Okabe-Ito)
+fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
+width = 0.8 / H
+for head in range(H):
+    offsets = [k + (head - (H - 1) / 2) * width for k in range(back)]
+    ax.bar(
+        offsets,
+        by_distance[head].tolist(),
+        width=width,
+        color=colours[head],
+        label=f"head {head}",
+    )
+ax.axhline(uniform_late, color="gray", linestyle=":", label="a uniform head")
+ax.set_xticks(range(back))
+ax.set_xlabel("distance back from the query (0: the query's own position)")
+ax.set_ylabel("mean attention weight")
+ax.legend(loc="upper right")
+ax.set_title("Layer 1: where each head looks, by distance back")
+plt.show()
+
+near = by_distance[:, :3].sum(dim=1)  # (H,): weight on distances 0, 1 and 2
+print(
+    "weight of each layer-1 head on distances 0 to 2: "
+    + ", ".join(f"{w:.2f}" for w in near.tolist())
+    + f" (a uniform head: {3 * uniform_late:.2f})"
+)
+claim(
+    "least weight of a layer-1 head on distances 0 to 2, over a uniform head's",
+    near.min() / (3 * uniform_late),
+    above=1.2,
+)
+
+# %%
+# Every head of layer 1 puts on the query's own position and the two before it well
+# over what a head spread evenly would (at least one and a half times as much), each in
+# its own proportions (the bars). Together they write into every position a mix of its
+# own token and the ones just before, which includes what the textbook's previous-token
+# head provides.
+#
+# The induction head with the highest score, drawn on one held-out sequence with its
+# tokens on the axes. In the second half (the lower rows), each query attends
+# :math:`d - 1` positions back, where :math:`d` is this sequence's period, to the token
+# that followed the earlier occurrence of its own token:
 
 from attention import plot_attention
 
 n = 0  # the first held-out sequence
 labels = [str(t) for t in held_out[n].tolist()]
 period = (queries[0] - last_earlier[n, T]).item()  # where its repeat starts
-fig, ax = plt.subplots(figsize=(7.5, 7.2), layout="constrained")
-_ = plot_attention(weights[0][n, previous_head], x_tokens=labels, ax=ax)
-ax.set_title(f"Layer 1, head {previous_head}: the highest previous-token score")
-plt.show()
-
-# %%
-# And the induction head: in the second half (the lower rows), each query attends
-# :math:`d - 1` positions back, where :math:`d` is this sequence's period, to the token
-# that followed the earlier occurrence of its own token.
-
 print(f"held-out sequence {n}: period d = {period}, so the stripe is {period - 1} back")
-fig, ax = plt.subplots(figsize=(7.5, 7.2), layout="constrained")
-_ = plot_attention(weights[1][n, induction_head], x_tokens=labels, ax=ax)
-ax.set_title(f"Layer 2, head {induction_head}: the highest induction score")
+
+# %%
+
+plot_attention(
+    weights[1][n, induction_head],
+    x_tokens=labels,
+    title=f"Layer 2, head {induction_head}: the highest induction score",
+)
 plt.show()
 
 # %%
-# In the first half, where no token has occurred before, the induction head has nothing
-# to copy; where it looks there varies from run to run. The other heads of the two
-# layers (their scores printed above) do other things: some spread over the past, and in
-# some runs a second head of layer 2 also copies.
+# In the first half (the upper rows), where no token has occurred before, there is
+# nothing to copy.
 #
-# Switching each head off
-# -----------------------
+# Switching each head off, two ways
+# ---------------------------------
 #
-# The heatmaps show where the heads look; switching them off shows whether the model
-# needs them. As on :ref:`sphx_glr_tutorials_11_classifier.py`, a forward pre-hook on
-# ``out_proj`` zeroes one head's slice of its input, and the held-out loss of the second
-# half is measured again.
+# The scores say where the heads look; switching them off says whether the model needs
+# them. :func:`attention.ablation.head_ablated` replaces one head's slice of the input
+# of ``out_proj`` while the model runs. Replacing it with zeros (*zero-ablation*) also
+# removes the head's average output, a constant the next layers may rely on, so a
+# model can break for a reason unrelated to what the head reads. The control is
+# *mean-ablation*: the head's output replaced by its mean over the held-out sequences
+# (:func:`attention.ablation.mean_head_outputs`), which keeps the average and removes
+# only what depends on the input.
+#
+# .. literalinclude:: ../../../attention/ablation.py
+#    :language: python
+#    :pyobject: head_ablated
 
+from attention.ablation import head_ablated, mean_head_outputs
 
-def switch_off(attn, head):
-    """
-    Zero ``head``'s columns of the input of ``attn.out_proj``; returns the hook handle.
-    """
-    D = attn.head_dim
-
-    def zero_head(module, args):
-        merged = args[0].clone()  # (N, L, E)
-        merged[..., head * D : (head + 1) * D] = 0
-        return (merged,)
-
-    return attn.out_proj.register_forward_pre_hook(zero_head)
-
-
-H = model.blocks[0].self_attn.num_heads
-ablated = {}  # (layer, head) -> held-out second-half loss without that head
+ablated = {"zero": {}, "mean": {}}  # kind -> (layer, head) -> second-half loss
 for layer, block in enumerate(model.blocks, 1):
-    for head in range(H):
-        handle = switch_off(block.self_attn, head)
-        ablated[layer, head] = next_token_losses(model, held_out)[T:].mean().item()
-        handle.remove()
+    attn = block.self_attn
+    means = mean_head_outputs(model, attn, held_out)  # (H, D)
+    for head in range(attn.num_heads):
+        for kind, replacement in (("zero", None), ("mean", means[head])):
+            with head_ablated(attn, head, replacement=replacement):
+                loss = next_token_losses(model, held_out)[T:].mean().item()
+            ablated[kind][layer, head] = loss
         print(
             f"without layer {layer}, head {head}: second-half loss "
-            f"{ablated[layer, head]:.3f}"
+            f"{ablated['zero'][layer, head]:.3f} zeroed, "
+            f"{ablated['mean'][layer, head]:.3f} mean-ablated"
         )
-# hooks gone
+# the hooks are gone
 assert next_token_losses(model, held_out)[T:].mean().item() == second_half
 
 # %%
 
+import numpy as np
+
+names = [f"L{layer}\nh{head}" for layer, head in ablated["zero"]]
+x = np.arange(len(names))
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-names = [f"L{layer}\nh{head}" for layer, head in ablated]
-colours = ["C0" if layer == 1 else "C1" for layer, _ in ablated]
-ax.bar(names, list(ablated.values()), color=colours)
+ax.bar(x - 0.2, list(ablated["zero"].values()), width=0.4, color="C0", label="zeroed")
+ax.bar(x + 0.2, list(ablated["mean"].values()), width=0.4, color="C1", label="mean")
 ax.axhline(chance, color="gray", linestyle=":", label=r"chance, $\ln V$")
 ax.axhline(second_half, color="black", linestyle="--", label="all heads on")
-ax.set_xlabel("head switched off (layer 1 blue, layer 2 orange)")
+ax.set_xticks(x, names)
+ax.set_xlabel("head switched off (L: layer, h: head)")
 ax.set_ylabel("held-out second-half loss")
 ax.legend(loc="upper left")
-ax.set_title("Second-half loss with one head switched off")
+ax.set_title("Second-half loss with one head switched off, two ways")
 plt.show()
 
 # %%
-# Without either head of the circuit, the loss of the second half climbs from near 0 to
-# well over 0.5, part of the way back to chance, in every run the claims sweep tried:
+# Where zeroing a head breaks the copy, mean-ablating it breaks it too, most of the
+# way: what the model loses is what the head reads from the input, not its average
+# output. For the heads whose zeroing raises the loss above 0.5, the share of that loss
+# that mean-ablation keeps:
 
-without_previous = ablated[1, previous_head]
-without_induction = ablated[2, induction_head]
+needed = [key for key, loss in ablated["zero"].items() if loss > 0.5]
+kept = min(ablated["mean"][key] / ablated["zero"][key] for key in needed)
 print(
-    f"second-half loss without layer 1, head {previous_head}: {without_previous:.2f}; "
-    f"without layer 2, head {induction_head}: {without_induction:.2f} "
-    f"(all heads on {second_half:.3f}, chance {chance:.2f})"
+    f"{len(needed)} heads raise the loss above 0.5 when zeroed; mean-ablated, each "
+    f"keeps at least {kept:.0%} of that loss"
 )
-claim(
-    "second-half loss without the best previous-token head", without_previous, above=0.5
-)
-claim("second-half loss without the best induction head", without_induction, above=0.5)
+claim("least share of the zeroed loss kept by mean-ablation", kept, above=0.5)
 
 # %%
-# Switching off the previous-token head breaks the copy too, though it attends to
-# nothing in the second half that a copy needs: the induction head can only find its
-# key through what the previous-token head wrote.
-# How far each loss climbs depends on the run (where a second head shares a job, losing
-# one of them costs less); the bar chart shows all eight.
+# And every head of layer 1 is needed: mean-ablating any one of them raises the
+# second-half loss to at least twice its value with all heads on, whatever the head's
+# previous-token score, also for the head that looks most at the query's own position:
+
+layer1 = [ablated["mean"][1, head] for head in range(H)]
+own = int(by_distance[:, 0].argmax())  # the layer-1 head that looks most at itself
+print(
+    "second-half loss with one layer-1 head mean-ablated: "
+    + ", ".join(f"{loss:.2f}" for loss in layer1)
+    + f" (all heads on {second_half:.3f}); head {own} puts "
+    f"{by_distance[own, 0]:.2f} of its weight on the query's own position"
+)
+claim("least loss with one layer-1 head mean-ablated", min(layer1), above=0.2)
+claim(
+    "least loss with one layer-1 head mean-ablated, over all heads on",
+    min(layer1) / second_half,
+    above=2,
+)
+without_induction = ablated["mean"][2, induction_head]
+print(
+    f"without the best induction head (layer 2, head {induction_head}), mean-ablated: "
+    f"{without_induction:.2f}"
+)
+claim("second-half loss without the best induction head", without_induction, above=0.3)
+
+# %%
+# So the copy runs through a circuit spread over heads: all four heads of layer 1, each
+# mixing the current and the earlier tokens, and the induction heads of layer 2. The
+# textbook's two heads are roles, which this model shares among its heads.
 #
 # What to remember
 # ----------------
 #
 # - A decoder predicts every next token in one pass; the causal mask makes that pass
 #   equal to one prediction per prefix (teacher forcing). Without the mask the model
-#   reads the answer: near-zero training loss, and generation that gets much of the
-#   repeat wrong.
+#   reads the answer: near-zero training loss, and generation that gets nearly all of
+#   the repeat wrong.
 # - On random tokens that repeat at a distance only the tokens reveal, a two-layer
-#   decoder learns to copy within a few hundred steps, with two heads in series: a
-#   previous-token head in layer 1 and an induction head in layer 2.
+#   decoder learns to copy within a few hundred steps: layer 1 writes the previous
+#   token into each position, layer 2 finds the earlier occurrence and copies what
+#   followed. Here the first role is spread over all the heads of layer 1.
 # - Pick heads by the score that defines them, check whether the model needs them by
-#   switching them off, and let the scores, not the textbook circuit, say what was
-#   learned (exercise 4 shows a model that copies without the circuit).
+#   switching them off, with mean-ablation as the control for zero-ablation, and let
+#   the measurements, not the textbook circuit, say what was learned.
 #
 # API used on this page: :class:`attention.DecoderLM`,
 # :class:`attention.CausalSelfAttention`, :func:`attention.plot_attention`,
 # :func:`attention.data.make_repeated_sequences`,
-# :func:`attention.training.fit_repeat_model`, :func:`attention.training.train_lm` and
-# :func:`attention.training.next_token_losses`.
+# :func:`attention.recipes.fit_repeat_model`, :func:`attention.training.train_lm`,
+# :func:`attention.training.next_token_losses`, :func:`attention.training.token_losses`,
+# :func:`attention.training.format_history`, :func:`attention.ablation.head_ablated`
+# and :func:`attention.ablation.mean_head_outputs`.
 
 # %%
 # Exercises
@@ -422,13 +506,15 @@ claim("second-half loss without the best induction head", without_induction, abo
 # 2. **Change the future.** Replace the last token of every held-out sequence by another
 #    token. Which of the trained model's logits change? Check that those of every
 #    earlier position stay the same.
-# 3. **A hook or a weight.** Switching head :math:`h` off with the hook zeroes its slice
-#    of the input of ``out_proj``. Show that zeroing instead the matching *columns* of
-#    ``out_proj.weight`` (on a copy of the model) gives the same logits.
+# 3. **Distances it never saw.** The model trained on periods 8 to 16. Measure its
+#    second-half loss on sequences of periods 2 to 7
+#    (:func:`attention.data.make_repeated_sequences` with ``min_period=2``; read each
+#    sequence's period off its tokens). Does a copy that finds the earlier occurrence by
+#    its token carry over to shorter distances?
 # 4. **A shortcut instead of a circuit.** Train a model on sequences whose second half
 #    always repeats the first :math:`T` tokens back
-#    (:func:`attention.training.fit_repeat_model` with its defaults: two heads per
-#    layer, 300 steps). It copies too. Does it have a previous-token head?
+#    (:func:`attention.recipes.fit_repeat_model` with two heads per layer and no
+#    ``min_period``, 150 steps). It copies too. Does it have a previous-token head?
 #
 # .. solution 1
 
@@ -456,32 +542,45 @@ assert earlier_change < 1e-5
 
 # %%
 # .. solution 3
+#
+# Partly: the loss at every shorter period is far below chance, so the copy carries
+# over, but above the loss on the periods of training.
 
-import copy
+from attention.training import token_losses
 
-edited = copy.deepcopy(model)
-D = edited.blocks[1].self_attn.head_dim
+short = make_repeated_sequences(2048, length=T, vocab_size=V, seed=3, min_period=2)
+short = short.to(device)
+same_short = (short[:, :, None] == short[:, None, :]) & (
+    positions[None, :] < positions[:, None]
+)  # (N, L, L): an earlier key holds the query's token
+periods = T - torch.where(same_short, positions, -1).amax(-1)[:, T]  # (N,)
 with torch.no_grad():
-    edited.blocks[1].self_attn.out_proj.weight[
-        :, induction_head * D : (induction_head + 1) * D
-    ] = 0
-    handle = switch_off(model.blocks[1].self_attn, induction_head)
-    hooked, _ = model(held_out[:8])  # (8, 2T, V)
-    handle.remove()
-    weight_edit, _ = edited(held_out[:8])  # (8, 2T, V)
-difference = (hooked - weight_edit).abs().max().item()
-print(f"largest logit difference, hook vs zeroed columns: {difference:.1e}")
-assert difference < 1e-5
+    per_sequence = token_losses(model(short)[0], short)[:, T:].mean(1)  # (N,)
+by_period = {d: per_sequence[periods == d].mean().item() for d in range(2, T + 1)}
+print(
+    "second-half loss by period: "
+    + ", ".join(f"{d}: {loss:.2f}" for d, loss in by_period.items())
+)
+unseen = [by_period[d] for d in range(2, MIN_PERIOD)]
+trained = [by_period[d] for d in range(MIN_PERIOD, T + 1)]
+claim(
+    "worst second-half loss at a period never trained on", max(unseen), below=chance / 2
+)
+claim(
+    "mean loss at the unseen periods over the trained ones",
+    (sum(unseen) / len(unseen)) / (sum(trained) / len(trained)),
+    above=2,
+)
 
 # %%
 # .. solution 4
 #
 # No. With a fixed period every copy sits :math:`T - 1` keys back, and rotary positions
 # make "attend :math:`T - 1` back" easy to learn without looking at the tokens at all:
-# layer 2 copies by position alone, and no head of layer 1 attends to the previous
-# token.
+# layer 2 copies by position alone, and no head of layer 1 puts much weight on the
+# previous token (the best score printed).
 
-fixed, _, fixed_held_out = fit_repeat_model(seed=seed, log=None)
+fixed, _, fixed_held_out = fit_repeat_model(seed=seed, steps=150)
 fixed = fixed.to(device)
 fixed_held_out = fixed_held_out.to(device)
 with torch.no_grad():
@@ -494,12 +593,12 @@ print(
     f"in layer 2 {offset_back.max():.2f}; best previous-token score in layer 1 "
     f"{fixed_previous.max():.2f}"
 )
-claim("fixed period: second-half loss", fixed_loss, below=0.1)
+claim("fixed period: second-half loss", fixed_loss, below=0.3)
 claim("fixed period: best weight T - 1 back in layer 2", offset_back.max(), above=0.5)
 claim("fixed period: best previous-token score", fixed_previous.max(), below=0.25)
 
 # %%
-# Next: :ref:`sphx_glr_tutorials_15_kv_cache_gqa.py`, generating with a cache of keys
-# and values, and sharing them between heads.
+# Next: :ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`, generating with a
+# cache of keys and values, and sharing them between heads.
 
 # sphinx_gallery_thumbnail_number = 3

@@ -2,18 +2,21 @@
 Positions: sinusoidal, learned, rotary (RoPE) and ALiBi
 =======================================================
 
-.. prerequisites:: 03_self_attention 05_masks 11_classifier
+.. prerequisites:: 03_self_attention 05_masks 10_classifier 12_decoder_induction_heads
 
 Attention compares every query with every key, and nothing in that comparison says where
-the two tokens stand. This page shows that without positions a model cannot tell "dog
-bites man" from "man bites dog", then the four ways of giving it positions in use:
+the two tokens stand. This page shows that attention without positions (and without a
+causal mask) cannot tell "dog bites man" from "man bites dog", then the four ways of
+giving it positions in use:
 adding a sinusoidal or a learned vector to each token :cite:p:`vaswani2017`, rotating
 queries and keys by their position (RoPE, :cite:t:`su2021`), and penalising scores
 linearly with distance (ALiBi, :cite:t:`press2022`). It ends with a measured experiment:
-the same small model trained with each scheme at one length and tested at longer ones.
+the same small model trained with each scheme at one length and tested at longer ones,
+with one layer, then, for ALiBi, with two.
 
-The classifier of :ref:`sphx_glr_tutorials_11_classifier.py` already used sinusoidal
-positions.
+The classifier of
+:ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py` already used
+sinusoidal positions.
 """
 
 # %%
@@ -66,9 +69,14 @@ print(f"'dog' as subject vs as object: largest difference {difference:.1e}")
 assert torch.allclose(dog_subject, dog_object, atol=1e-12, rtol=0)
 
 # %%
-# A causal mask breaks the symmetry only partly: token :math:`t` sees :math:`t + 1`
-# tokens, so a model can count, but it still cannot tell which of the earlier tokens
-# stood where. Every scheme below puts the position into the computation itself.
+# A causal mask breaks the symmetry only partly. In *one* layer, token :math:`t` still
+# sees a set: its own token and the tokens up to it, :math:`t + 1` of them, with nothing
+# to say which stood where. So one layer can count, but not order. Stacked layers can do
+# more: causal language models of several layers learn positions with no encoding at
+# all (Haviv et al., 2022, who conjecture that a causal layer infers how many tokens
+# precede each one, its position, and passes it on). The experiment at the end of this
+# page trains one layer, then, for ALiBi, two. Every scheme below puts the position
+# into the computation itself.
 #
 # Sinusoidal and learned encodings
 # --------------------------------
@@ -79,10 +87,9 @@ assert torch.allclose(dog_subject, dog_object, atol=1e-12, rtol=0)
 # :math:`\omega_i = 10000^{-2i/E}` going from one turn per :math:`2\pi` positions down
 # to very slow ones (:class:`attention.PositionalEncoding`):
 #
-# .. literalinclude:: ../../attention/positions.py
+# .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: PositionalEncoding.__init__
-#    :start-at: position = torch.arange
 
 import matplotlib.pyplot as plt
 
@@ -146,23 +153,48 @@ assert error < 1e-4
 # the key by an angle proportional to the position: pair :math:`i` of a vector at
 # position :math:`p` turns by :math:`p\,\theta_i`, with :math:`\theta_i = 10000^{-2i/D}`
 # as in the sinusoids. :class:`attention.RotaryEmbedding` pairs dimension :math:`i` with
-# :math:`i + D/2` (the convention of GPT-NeoX and Llama):
+# :math:`i + D/2` ("rotate half"):
 #
-# .. literalinclude:: ../../attention/positions.py
+# .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: RotaryEmbedding.forward
-#    :start-at: L, D = x.shape
 #
+# Rotate-half is the convention of GPT-NeoX and of Hugging Face's port of Llama.
+# :cite:t:`su2021` and Meta's own Llama code rotate neighbouring pairs
+# :math:`(2i, 2i+1)` instead. It is the same rotation with the features listed in
+# another order: put the even features first and the odd ones after, and rotate-half
+# gives the interleaved result, reordered the same way (which is why converting a
+# checkpoint between the two permutes the rows of the query and key projections):
+
+from attention import RotaryEmbedding
+
+D = 32
+rope = RotaryEmbedding(D, max_len=4096)
+
+
+def rotate_interleaved(x, angle):
+    """RoPE on neighbouring pairs (2i, 2i + 1): x (L, D), angle (L, D/2)."""
+    even, odd = x[..., 0::2], x[..., 1::2]  # (L, D/2) each
+    cos, sin = angle.cos(), angle.sin()
+    pairs = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return pairs.flatten(-2)  # (L, D/2, 2) -> (L, D)
+
+
+x = torch.randn(50, D, dtype=torch.float64)  # (L, D): 50 positions
+evens_first = torch.cat((torch.arange(0, D, 2), torch.arange(1, D, 2)))  # (D,)
+half = rope(x[:, evens_first])  # (L, D)
+interleaved = rotate_interleaved(x, rope.angles(50))[:, evens_first]  # (L, D)
+gap = (half - interleaved).abs().max()
+print(f"rotate-half vs interleaved, features reordered: largest difference {gap:.1e}")
+assert torch.allclose(half, interleaved, atol=1e-12, rtol=0)
+
+# %%
 # Rotations compose: :math:`R_m^\top R_n = R_{n-m}`. So the score of a query at
 # :math:`m` and a key at :math:`n` is
 # :math:`\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle`: it depends on the
 # two positions only through their offset. Checked for random vectors, positions and
 # shifts, in float64:
 
-from attention import RotaryEmbedding
-
-D = 32
-rope = RotaryEmbedding(D, max_len=4096)
 q, k_ = (torch.randn(1000, 1, D, dtype=torch.float64, device=device) for _ in range(2))
 worst = 0.0
 for _ in range(5):
@@ -177,51 +209,65 @@ assert worst < 1e-11
 # %%
 # Because the low-frequency pairs turn slowly and the high-frequency ones fast, the
 # rotated copies of one vector drift apart with distance. Averaged over random vectors,
-# the dot product of a vector at position 0 with the same vector at position :math:`d`
+# the dot product of a vector at position 0 with *the same vector* at position :math:`d`
 # is :math:`2\sum_i \cos(d\,\theta_i)`, which falls from :math:`D` towards 0 as
-# :math:`d` grows (the "long-term decay" of :cite:t:`su2021`):
+# :math:`d` grows (the "long-term decay" of :cite:t:`su2021`). That holds for a query
+# and a key that point the same way. For a query and a key drawn independently, the
+# expected dot product is 0 at every distance: rotating one of them changes nothing on
+# average. Both, measured over 200 random vectors (or pairs) at every distance:
 
 distances = torch.arange(0, 1025)  # (d,)
 expected = 2 * torch.cos(rope.angles(len(distances))).sum(-1) / D  # (d, D/2) -> (d,)
 vectors = torch.randn(200, 1, D, dtype=torch.float64)  # (200, 1, D)
 rotated = rope(vectors.expand(-1, len(distances), -1))  # row d at d  (200, d, D)
-measured = (rotated * vectors).sum(-1).mean(0) / D  # (200, d, D) -> (d,)
-gap = (measured - expected).abs().max().item()
-print(f"mean dot product of 200 vectors vs 2 sum cos(d theta) / D: gap {gap:.3f}")
+aligned = (rotated * vectors).sum(-1).mean(0) / D  # q = k: (200, d, D) -> (d,)
+others = torch.randn(200, 1, D, dtype=torch.float64)  # independent queries  (200, 1, D)
+independent = (rotated * others).sum(-1).mean(0) / D  # (200, d, D) -> (d,)
+gap = (aligned - expected).abs().max().item()
+print(f"q = k: mean dot product vs 2 sum cos(d theta) / D: largest gap {gap:.3f}")
 claim("RoPE mean dot product matches its expectation", gap, below=0.15)
 far = expected[256:].abs().mean().item()
-print(f"mean |dot| / D beyond distance 256: {far:.3f} (1 at distance 0)")
+print(
+    f"q = k: mean |expected dot| / D beyond distance 256: {far:.3f} (1 at distance 0)"
+)
 assert far < 0.3
+largest = independent.abs().max().item()
+print(f"q, k independent: largest |mean dot| / D at any distance: {largest:.3f}")
+claim("RoPE: independent q, k have no preference", largest, below=0.15)
 
 fig, ax = plt.subplots(figsize=(6.4, 4), layout="constrained")
-expected_label = "expected: 2/D times the sum of cos(d θ) over the D/2 angles"
-ax.plot(distances, measured, color="#56b4e9", lw=1, label="mean over 200 vectors")
+expected_label = "q = k, expected: 2/D times the sum of cos(d θ)"
+ax.plot(distances, aligned, color="#56b4e9", lw=1, label="q = k, mean over 200 vectors")
 ax.plot(distances, expected, color="#d55e00", lw=1.5, label=expected_label)
+ax.plot(distances, independent, color="#000000", lw=1, label="q, k independent (200)")
 ax.set_xscale("symlog", linthresh=1)
 ax.set_xlabel("distance d between the two positions")
 ax.set_ylabel("dot product / D")
 ax.legend()
-_ = ax.set_title(f"RoPE: a vector against itself d positions away (D = {D})")
+_ = ax.set_title(f"RoPE: the score of q at 0 and k at distance d (D = {D})")
 
 # %%
-# Near positions keep most of the dot product; far ones keep much less and oscillate
-# (the mean printed above). Nothing forces a trained model to use this decay, but it
-# gives every head a built-in preference for nearby keys that it can overcome with large
-# enough query-key alignments.
+# A query that matches a key keeps most of the dot product nearby and much less far
+# away, where it oscillates (the mean printed above). A query unrelated to the key
+# (black) gets nothing from RoPE at any distance. So RoPE does not give every head a
+# preference for nearby keys: it gives one to a head whose queries and keys point the
+# same way, pair by pair, and a trained head may or may not use it.
 #
 # Inside a layer, the rotation goes between the projections and the scores.
-# :class:`attention.CausalSelfAttention` does it with ``rotary=True``; with a
-# :class:`attention.KVCache`, the new tokens continue from the cached positions:
+# :class:`attention.CausalSelfAttention` does it with ``rotary=True``:
 #
-# .. literalinclude:: ../../attention/decoder.py
+# .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
 #    :pyobject: CausalSelfAttention.forward
-#    :start-at: if self.rotary is not None
-#    :end-before: S = k.shape[2]
 #
-# The keys go into the cache already rotated, so a cached key never has to be rotated
-# again. A small untrained language model with RoPE generates the same tokens with and
-# without the cache:
+# The queries are rotated by their positions, ``S - L`` onwards, and the keys by theirs,
+# ``0 .. S - 1``. With a :class:`attention.KVCache` the keys are stored *before* the
+# rotation and rotated each time they are read back, by the slot each holds in the
+# cache: a little more arithmetic per step, in exchange for a rolling cache
+# (:ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`) that can drop old keys
+# and renumber the rest without the model ever seeing a position it was not trained on.
+# A small untrained language model with RoPE generates the same tokens with and without
+# the cache:
 
 from attention import DecoderLM
 
@@ -249,65 +295,63 @@ assert torch.equal(with_cache, without_cache)
 # score a penalty proportional to the distance between query and key,
 # :math:`-m_h\,|i - j|`, with one fixed slope :math:`m_h` per head: a geometric sequence
 # :math:`2^{-8h/H}`, so some heads look mostly at the last few tokens and others far
-# back. :func:`attention.alibi_bias` builds it:
+# back. :func:`attention.positions.alibi_penalty` is the penalty of one query and key,
+# and :func:`attention.alibi_bias` evaluates it for every pair:
 #
-# .. literalinclude:: ../../attention/positions.py
+# .. literalinclude:: ../../../attention/positions.py
+#    :language: python
+#    :pyobject: alibi_penalty
+#
+# .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: alibi_bias
-#    :start-at: slopes = alibi_slopes
+#
+# The last query of a sequence of 33 tokens sees keys 0 to 32 positions back; the bias
+# each head adds to those scores, against the distance:
 
-from attention import alibi_bias, causal_mask
+from attention import alibi_bias
 from attention.positions import alibi_slopes
 
-H_alibi, L_alibi = 8, 16
-print("slopes:", " ".join(f"{m:.4f}" for m in alibi_slopes(H_alibi).tolist()))
-bias = alibi_bias(H_alibi, L_alibi).masked_fill(~causal_mask(L_alibi), float("nan"))
-fig, axes = plt.subplots(
-    2,
-    4,
-    figsize=(8, 4.4),
-    layout="constrained",
-    sharex=True,
-    sharey=True,
-)
-for h, ax in enumerate(axes.flat):
-    # each head on its own scale, from its largest penalty to 0: the slopes differ 128
-    # times, and on one scale the gentle heads would all look flat
-    image = ax.imshow(bias[h], cmap="cividis", vmin=bias[h].nan_to_num().min(), vmax=0)
-    colorbar = fig.colorbar(image, ax=ax, shrink=0.6)
-    colorbar.ax.tick_params(labelsize=9)
-    slope = alibi_slopes(H_alibi)[h].item()
-    ax.set_title(f"head {h + 1}: m = 1/{1 / slope:g}", fontsize=10)
-    ax.set_xticks(range(0, L_alibi, 5))
-    ax.set_yticks(range(0, L_alibi, 5))
-for ax in axes[-1]:
-    ax.set_xlabel("key position")
-for ax in axes[:, 0]:
-    ax.set_ylabel("query position")
-_ = fig.suptitle(
-    f"ALiBi bias added to the score, {H_alibi} heads, each on its own colour scale\n"
-    "(future keys masked, blank)"
-)
+H_alibi, L_alibi = 8, 33
+slopes = alibi_slopes(H_alibi)  # (H,)
+print("slopes:", " ".join(f"1/{1 / m:g}" for m in slopes.tolist()))
+last_query = alibi_bias(H_alibi, L_alibi)[:, -1].flip(-1)  # (H, S): index = distance
+distance = torch.arange(L_alibi)  # (S,)
+
+fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+shades = plt.cm.cividis(torch.linspace(0, 0.9, H_alibi).tolist())  # dark: steep slopes
+for h in range(H_alibi):
+    label = f"head {h + 1}: m = 1/{1 / slopes[h]:g}"
+    ax.plot(distance, last_query[h], lw=1.5, color=shades[h], label=label)
+ax.set_xlabel("distance i - j from the query to the key")
+ax.set_ylabel("bias added to the score")
+ax.legend(fontsize=9, ncols=2)
+_ = ax.set_title(f"ALiBi: bias against distance, one line per head (H = {H_alibi})")
 
 # %%
-# Every head draws the same picture, a penalty that grows in steps of its slope with the
-# distance; the colour bars say how large it gets. Head 1, with the largest slope
-# printed above, penalises a key 8 positions back by 8 times that slope, enough to all
-# but ignore it; head 8, with the smallest, barely distinguishes any of these
-# positions: its whole scale spans a small fraction of a unit. ALiBi has no table at
-# all, so it takes sequences of any length, and the penalty for a key :math:`d` back is
-# the same wherever the query stands.
+# Each line falls straight, by its slope per position. With equal content scores, a key
+# :math:`d` back gets :math:`e^{-m_h d}` times the weight of the query's own key:
+
+for h in (0, H_alibi - 1):
+    ratio = math.exp(-slopes[h].item() * 8)
+    print(f"head {h + 1}: a key 8 back weighs {ratio:.3f} times the query's own key")
+
+# %%
+# Head 1 all but ignores a key 8 positions back; head 8 barely tells any of these 33
+# positions apart, and needs distances in the hundreds (the context lengths ALiBi was
+# made for) to prefer one key over another. ALiBi has no table at all, so it takes
+# sequences of any length, and the penalty for a key :math:`d` back is the same wherever
+# the query stands.
 
 # %%
 # A length experiment
 # -------------------
 #
 # Which scheme lets a model work on sequences longer than those it was trained on? The
-# task needs positions and nothing else: each sequence repeats a block of ``P = 8``
-# distinct random tokens, so from position 8 on, the next token is always the one ``P``
-# positions back. The first block cannot be predicted; the loss is measured on the rest,
-# where a model that has learned to look exactly 7 positions back and copy predicts
-# every token. The sequences are built from
+# task: each sequence repeats a block of ``P = 8`` distinct random tokens, so from
+# position 8 on, the next token is always the one 7 positions back, which is also the
+# token that followed the previous occurrence of the current token. The first block
+# cannot be predicted; the loss is measured on the rest. The sequences are built from
 # :func:`attention.data.make_repeated_sequences` (one block of distinct tokens) tiled to
 # the length wanted:
 
@@ -327,39 +371,65 @@ def periodic(num, length, seed):
 print(periodic(2, 24, seed=1))
 
 # %%
+# One layer
+# ^^^^^^^^^
+#
+# One layer without positions has a floor on this task, computed before training
+# anything. The token at position :math:`t = 8q + r` sees its own token and the tokens
+# up to it as a set: the tokens of the block up to :math:`r` have occurred once more
+# than the others (all equally often when :math:`r = 7`). The next token is one of the
+# others, and nothing in a set says which, so the best such a model can do is a uniform
+# guess among them, a loss of :math:`\ln(7 - r)` (:math:`\ln 7` when :math:`r = 7`):
+
+lengths = [32, 64, 128]
+
+
+def floor_without_positions(length):
+    """The lowest mean loss one layer without positions can reach on ``periodic``."""
+    t = torch.arange(P - 1, length - 1)  # the positions whose next token is scored
+    r = t % P
+    candidates = torch.where(r == P - 1, P - 1, P - 1 - r)  # tokens a set cannot order
+    return candidates.double().log().mean().item()
+
+
+floors = [floor_without_positions(n) for n in lengths]
+print("floor without positions, one layer:", " ".join(f"{f:.3f}" for f in floors))
+
+# %%
 # The same model, one layer of two heads with :math:`E = 32`, is trained five times at
 # length 32, once per scheme, each started from the same seed and trained on the same
-# batches (250 steps of 16 sequences, one CPU thread): ``"none"`` (the causal mask
+# batches (400 steps of 16 sequences, one CPU thread): ``"none"`` (the causal mask
 # only), ``"sinusoidal"``, ``"learned"`` (a table of ``max_len = 128`` rows, so longer
 # tests run, though rows 32 to 127 are never trained), ``"rotary"`` and ``"alibi"``.
 # Then each is tested on fresh sequences of lengths 32, 64 and 128.
 
-lengths = [32, 64, 128]
 train_tokens = periodic(2000, 32, seed=seed)
 test_tokens = {n: periodic(200, n, seed=1000 + seed) for n in lengths}
-schemes = ["none", "sinusoidal", "learned", "rotary", "alibi"]
-losses, models, seconds = {}, {}, {}
-for scheme in schemes:
+recipe = {"steps": 400, "batch_size": 16, "lr": 1e-2, "seed": seed}
+
+
+def fit(scheme, *, num_layers=1, num_heads=2):
+    """A DecoderLM with these positions, trained on ``train_tokens`` by ``recipe``."""
     torch.manual_seed(seed)
     model = DecoderLM(
-        V, embed_dim=32, num_heads=2, num_layers=1, max_len=128, positions=scheme
-    )
-    if scheme == "learned":
-        initial_rows = model.position_embedding.weight.detach().clone()  # (128, E)
-    history = train_lm(
-        model,
-        train_tokens,
-        steps=250,
-        batch_size=16,
-        lr=1e-2,
-        seed=seed,
-        log=None,
-    )
-    seconds[scheme] = history[-1]["seconds"]
-    models[scheme] = model.eval()
-    losses[scheme] = [
+        V, embed_dim=32, num_heads=num_heads, num_layers=num_layers, max_len=128,
+        positions=scheme,
+    )  # fmt: skip
+    initial = model.state_dict()  # a copy of the starting weights
+    initial = {name: tensor.clone() for name, tensor in initial.items()}
+    history = train_lm(model, train_tokens, **recipe)
+    test_losses = [
         next_token_losses(model, test_tokens[n])[P - 1 :].mean().item() for n in lengths
     ]
+    return model.eval(), initial, history[-1]["seconds"], test_losses
+
+
+schemes = ["none", "sinusoidal", "learned", "rotary", "alibi"]
+models, initial_weights, seconds, losses = {}, {}, {}, {}
+for scheme in schemes:
+    models[scheme], initial_weights[scheme], seconds[scheme], losses[scheme] = fit(
+        scheme
+    )
 
 chance = math.log(V)
 print(f"loss on the predictable tokens (uniform guess: ln {V} = {chance:.2f})")
@@ -369,7 +439,7 @@ for scheme in schemes:
     print(f"{scheme:<11} {seconds[scheme]:7.1f}  {row}")
 
 # %%
-# The same numbers as a figure, with the uniform guess for reference:
+# The same numbers as a figure, with the uniform guess and the floor for reference:
 
 colours = ["#000000", "#e69f00", "#56b4e9", "#009e73", "#cc79a7"]
 markers = ["o", "s", "^", "D", "v"]
@@ -377,48 +447,48 @@ fig, ax = plt.subplots(figsize=(7.3, 4.2), layout="constrained")
 for scheme, colour, marker in zip(schemes, colours, markers, strict=True):
     ax.plot(lengths, losses[scheme], color=colour, marker=marker, label=scheme)
 ax.axhline(chance, color="grey", ls="--", lw=1, label=f"uniform guess (ln {V})")
+ax.axhline(floors[0], color="black", ls=":", lw=1, label="floor of 'none'")
 ax.axvline(32, color="grey", ls=":", lw=1)
 ax.set_xscale("log", base=2)
 ax.set_xticks(lengths, [str(n) for n in lengths])
 ax.set_xlabel("test sequence length (trained at 32)")
 ax.set_ylabel("loss on the predictable tokens")
 ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the axes, at 10 pt
-_ = fig.suptitle("Copy the token P = 8 back: loss against length, per position scheme")
+_ = fig.suptitle("One layer: copy the token P = 8 back, loss against test length")
 
 # sphinx_gallery_start_ignore
-for scheme in ("learned", "rotary"):
+for scheme in ("sinusoidal", "learned", "rotary"):
     at_32, at_128 = losses[scheme][0], losses[scheme][2]
-    claim(f"{scheme} learns the task at the training length", at_32, below=0.5)
-    claim(f"{scheme} loss at 128 minus at 32", at_128 - at_32, above=1.0)
+    claim(f"one layer, {scheme}: loss at the training length", at_32, below=0.1)
+    claim(f"one layer, {scheme}: loss at 128 minus at 32", at_128 - at_32, above=1.0)
 for scheme in ("none", "alibi"):
-    claim(f"{scheme} does not learn the task", min(losses[scheme]), above=2.0)
-for scheme in schemes:
-    claim(f"{scheme} has not got the task at length 128", losses[scheme][2], above=1.0)
+    claim(f"one layer, {scheme}: lowest loss", min(losses[scheme]), above=1.5)
+assert all(a > f for a, f in zip(losses["none"], floors, strict=True))
 # sphinx_gallery_end_ignore
 
 # %%
-# What the table shows, on every seed and CPU this page was checked on (the assertions
-# are in the page's source):
+# In this run:
 #
-# - Without positions (``none``) and with ALiBi alone, the model does not learn the task
-#   at any length: both losses stay above 2, not far below the uniform guess printed
-#   above. A causal mask lets a token count how many came before it, and ALiBi tells a
-#   head that nearer keys matter more, but neither gives one layer a way to point at
-#   *exactly* 7 positions back. ALiBi was designed for language, where recency is what
-#   matters (:cite:t:`press2022` show it extrapolating on language modelling); a task
-#   that needs one exact offset is not language.
-# - Learned positions and RoPE learn it at length 32 (loss below 0.5) and lose it on
-#   longer sequences: at length 128 their loss is higher by more than 1.
-# - At length 128 no scheme has the task: every loss there is above 1.
-# - Sinusoidal positions learn it by an amount that varies with the seed, from fully to
-#   hardly at all in 250 steps; the table gives this run's numbers.
+# - Without positions (``none``), the loss stays above the floor at every length, as it
+#   must, and above 1.5: one layer cannot order what it sees.
+# - With ALiBi the loss stays above 1.5 too. ALiBi gives one layer only a preference for
+#   nearer keys. The token to copy is the one of the last eight whose latest occurrence
+#   is the oldest, so with equal content scores it gets the *least* weight; but with
+#   this model's two slopes (1/16 and 1/256) that weight is at least
+#   :math:`e^{-1/16} = 0.94` times the next one's, a difference the layer would have
+#   to read off a blend of eight token vectors. It did not.
+# - Sinusoidal positions, learned positions and RoPE learn the task at length 32 (loss
+#   below 0.1) and lose it on longer sequences: at length 128 their loss is higher by
+#   more than 1.
 #
+# So among the schemes that learn the task in one layer, none kept it at 128 tokens.
 # Learned positions fail past 32 for a plain reason: their rows 32 to 127 were never
 # used, so they received no gradient (nor did row 31: the last position's prediction has
 # no target). AdamW's weight decay only shrank them, so each is still its random
 # starting vector, scaled:
 
 rows = models["learned"].position_embedding.weight.detach()  # (128, E)
+initial_rows = initial_weights["learned"]["position_embedding.weight"]  # (128, E)
 cosine = torch.nn.functional.cosine_similarity(rows, initial_rows, dim=-1)  # (128,)
 trained, untrained = cosine[:31], cosine[31:]
 low, high = trained.min().item(), trained.max().item()
@@ -427,13 +497,115 @@ print(f"                              positions 31-127 at least {untrained.min()
 assert untrained.min() > 1 - 1e-6
 
 # %%
-# RoPE's failure matches what :cite:t:`press2022` measured on language models: rotary
-# and sinusoidal models degrade past their training length. The score RoPE learned for
-# offset 7 is the same at every position, but on a longer sequence each query also meets
-# keys at distances never seen in training (beyond 31), whose rotation angles the model
-# never learned to score. Models trained with RoPE are taken to longer contexts by
-# rescaling the angles and training a little at the new length (position interpolation,
-# :cite:t:`chen2023`).
+# RoPE's score for a given offset is the same at every position, and yet it fails too.
+# On a longer sequence each query also meets keys more than 31 positions back, at
+# rotation angles the model never saw in training, and nothing made their scores low.
+# Where its heads put their weight, for the queries of the last 32 positions of the
+# sequences of 128 against the queries of the sequences of 32 it was trained on:
+
+with torch.no_grad():
+    _, (weights_128,) = models["rotary"](test_tokens[128], need_weights=True)
+    _, (weights_32,) = models["rotary"](test_tokens[32], need_weights=True)
+# weights: (N, H, L, L); the distance from query i to key j is i - j
+
+
+def share_by_distance(weights, queries, near, far):
+    """Mean weight of ``queries`` on the key ``near`` back, and beyond ``far`` back."""
+    L = weights.shape[-1]
+    distance = torch.arange(L)[:, None] - torch.arange(L)  # (L, L)
+    rows = weights[:, :, queries].mean(0)  # (N, H, Q, L) -> (H, Q, L)
+    at_near = (rows * (distance[queries] == near)).sum(-1).mean(-1)  # (H,)
+    beyond = (rows * (distance[queries] > far)).sum(-1).mean(-1)  # (H,)
+    return at_near, beyond
+
+
+near_32, _ = share_by_distance(weights_32, slice(8, 32), P - 1, 31)
+near_128, beyond_128 = share_by_distance(weights_128, slice(96, 128), P - 1, 31)
+for h in range(2):
+    print(
+        f"rotary head {h + 1}: weight on the key 7 back {near_32[h]:.2f} at length 32, "
+        f"{near_128[h]:.2f} at 128; on keys more than 31 back {beyond_128[h]:.2f}"
+    )
+copier = int(near_32.argmax())  # the head that does the copying at length 32
+claim(
+    "rotary copier: weight 7 back at 32 minus at 128",
+    near_32[copier] - near_128[copier],
+    above=0.2,
+)
+
+# %%
+# The head that copies at length 32 loses much of its weight on the key 7 back at
+# length 128, to keys farther away than any it was trained on. Models trained with RoPE
+# are taken to longer contexts by rescaling the angles and training a little at the new
+# length (position interpolation, :cite:t:`chen2023`).
+#
+# Two layers: ALiBi finds the copy by content
+# ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+#
+# With a second layer the task has another solution, one that names no distance: a head
+# of the first layer copies into each position the token before it, and a head of the
+# second looks for the positions whose previous token is the current token and copies
+# what stands there, an induction head :cite:p:`olsson2022` (the circuit of
+# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`). ALiBi cannot
+# point at one exact offset, but it can learn this. The ALiBi model again, now with two
+# layers of four heads (slopes 1/4 to 1/256), trained the same way for 600 steps:
+
+recipe["steps"] = 600
+alibi_2, _, seconds_2, losses_2 = fit("alibi", num_layers=2, num_heads=4)
+print("scheme             train s  " + "  ".join(f"L = {n:<4}" for n in lengths))
+for name, t, row in (
+    ("alibi, 1 layer", seconds["alibi"], losses["alibi"]),
+    ("alibi, 2 layers", seconds_2, losses_2),
+):
+    print(f"{name:<17} {t:7.1f}  " + "  ".join(f"{loss:8.3f}" for loss in row))
+claim("two layers, alibi: loss at the training length", losses_2[0], below=0.7)
+claim(
+    "two layers, alibi: loss at 128 minus at 32", losses_2[2] - losses_2[0], below=0.0
+)
+
+# %%
+# With two layers the loss at length 32 falls far below the one-layer model's, and on
+# the longer sequences it is lower still: the skill carries to four times the training
+# length. Where a head of the second layer looks shows why. For the last query of each
+# sequence of 128 tokens, the weight of the second-layer head that puts the most weight
+# on the copies of the token to predict (distances 7, 15, 23, ...), against the
+# distance:
+
+with torch.no_grad():
+    _, (_, layer_2) = alibi_2(test_tokens[128], need_weights=True)
+last = layer_2[:, :, -1].mean(0).flip(-1)  # (N, H, S) -> (H, S): index = distance
+copies = torch.arange(P - 1, 128, P)  # distances of the copies: 7, 15, ..., 127
+on_copies = last[:, copies].sum(-1)  # (H,)
+head = int(on_copies.argmax())
+farther = last[head, copies[1:]].sum().item()  # the copies beyond distance 7
+print(f"layer 2, head {head + 1}: weight on the copies {on_copies[head]:.2f}, of it")
+nearest = last[head, P - 1].item()
+print(f"  on the nearest (7 back) {nearest:.2f}, on the 15 farther ones {farther:.2f}")
+claim(
+    "two layers, alibi: the copier's weight on the copies", on_copies[head], above=0.6
+)
+claim(
+    "two layers, alibi: share of it beyond distance 7",
+    farther / on_copies[head],
+    above=0.5,
+)
+
+fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
+distance = torch.arange(128)
+ax.bar(distance, last[head], width=1.0, color="#cc79a7")
+ax.set_xlabel("distance from the query to the key")
+ax.set_ylabel("attention weight")
+_ = ax.set_title(
+    f"Two layers, ALiBi: layer 2, head {head + 1}, last query of 128 (mean of 200)"
+)
+
+# %%
+# The head spreads its weight over every earlier copy of the token to predict, 7, 15,
+# 23, ... positions back, not over distance 7 alone: it finds them by what they are,
+# not by where they are, and that works at any length. This is what :cite:t:`press2022`
+# measured on language: ALiBi models keep their quality on sequences longer than those
+# they were trained on. A task that can only be solved by one exact offset, in one
+# layer, is not one it helps with.
 #
 # What to remember
 # ----------------
@@ -445,16 +617,21 @@ assert untrained.min() > 1 - 1e-6
 #   positions never trained.
 # - RoPE rotates queries and keys so that every score depends only on the offset between
 #   the two positions; it lives inside each attention layer and works with a KV cache.
+# - RoPE's decay with distance holds for a query and a key that point the same way;
+#   for unrelated ones it gives no preference at all.
 # - ALiBi adds :math:`-m_h |i - j|` to the scores: no table, any length, a built-in
-#   preference for recent tokens.
-# - Measured, not assumed: on a task that needs one exact offset, trained at 32 tokens,
-#   none of the schemes carried the skill to 128 tokens here.
+#   preference for recent tokens, and no way to single out one exact offset.
+# - One causal layer without positions sees a set and cannot order it; more layers can
+#   learn positions by themselves.
+# - Measured, not assumed: trained at 32 tokens on a task that one layer solves by one
+#   exact offset, the schemes that learned it in one layer lost it at 128 tokens here;
+#   with two layers ALiBi learned to find the copy by content, and kept it at 128.
 #
 # API used on this page: :class:`attention.PositionalEncoding`,
 # :class:`attention.RotaryEmbedding`, :func:`attention.alibi_bias`,
-# :func:`attention.positions.alibi_slopes`, :class:`attention.DecoderLM`,
-# :class:`attention.CausalSelfAttention`, :class:`attention.MultiHeadAttention`,
-# :func:`attention.causal_mask`, :func:`attention.training.train_lm`,
+# :func:`attention.positions.alibi_penalty`, :func:`attention.positions.alibi_slopes`,
+# :class:`attention.DecoderLM`, :class:`attention.CausalSelfAttention`,
+# :class:`attention.MultiHeadAttention`, :func:`attention.training.train_lm`,
 # :func:`attention.training.next_token_losses` and
 # :func:`attention.data.make_repeated_sequences`.
 
@@ -520,6 +697,6 @@ assert torch.allclose(score_mn, score_offset, atol=1e-10, rtol=0)
 
 # %%
 # Next: masks written as functions and run by FlexAttention, in
-# :ref:`sphx_glr_tutorials_17_flex_attention.py`.
+# :ref:`sphx_glr_tutorials_5_scale_19_flex_attention.py`.
 
-# sphinx_gallery_thumbnail_number = 3
+# sphinx_gallery_thumbnail_number = 4

@@ -1,319 +1,314 @@
 """
-Performance: timing attention on the CPU and the GPU
-====================================================
+Performance: what attention costs, and how to time it
+=====================================================
 
 .. prerequisites:: 04_multi_head
 
-The earlier pages made attention correct; this one measures how fast it runs and why. It
-times what packing the three input projections into one matrix buys, finds out which of
-PyTorch's attention kernels runs on which device, measures the cost of asking for the
-attention weights, and checks how much accuracy lower-precision arithmetic gives up. It
-starts with how to time code so that the numbers mean something, on a GPU in particular.
+The earlier pages made attention correct; this one measures what it costs. It times one
+multi-head attention call in two parts, the projections and the attention core, over a
+sweep of sequence lengths, and finds where the quadratic term takes over; it compares
+bfloat16 with float32, speed and accuracy; and it shows why asking for the attention
+weights costs the package's module more than ``nn.MultiheadAttention``.
 
-Every time on the page was measured when the page ran, on the device printed below. The
-site is built on a CPU-only machine, so there the GPU-specific steps say so and time the
-CPU instead; run the page on a machine with a CUDA GPU to see them on the GPU. The full
-benchmark behind the page is ``make bench``.
+Every time on the page comes from one timer, :func:`attention.measure.compare`, and is
+printed with the device it ran on. The site is built on a CPU: the section on timing a
+GPU shows and explains the code that does it, which runs only where there is a GPU, and
+says so when there is none. ``make bench`` runs the larger benchmark behind the page.
 """
 
 # %%
-# The device, once
-# ----------------
-#
-# Every measurement below runs on ``device``. A timing means nothing without what it ran
-# on, so the page prints that first.
-
-import platform
-
-import torch
-
-from attention.repro import claim, default_device, seed_everything
-
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
-seed = seed_everything()  # ATTENTION_SEED, default 0
-if device.type == "cuda":
-    device_name = torch.cuda.get_device_name(device)
-else:
-    device_name = f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
-    print("no CUDA GPU here: every time on this page is measured on the CPU")
-print(
-    f"timing on {device} ({device_name}), torch {torch.__version__}, float32 unless "
-    "stated"
-)
-
-# %%
-# Timing done right
-# -----------------
+# One timer
+# ---------
 #
 # Four things go wrong when timing PyTorch code with a stopwatch around one call:
 #
 # 1. **Warm-up.** The first call pays one-off costs: memory allocation, choosing a
 #    kernel, filling caches (and, on a GPU, initialising CUDA). Time later calls.
 # 2. **Synchronisation.** A GPU runs asynchronously: a call returns as soon as its
-#    kernels are queued. Timing from the CPU without ``torch.cuda.synchronize()``
-#    measures the queueing. CUDA *events* recorded on the GPU's own timeline measure the
-#    kernels themselves.
+#    kernels are queued. A stopwatch on the CPU measures the queueing unless it waits
+#    for the GPU; the last section of this page shows how to time the kernels.
 # 3. **Noise.** Other programs, frequency changes and the memory system make each run
-#    differ. Repeat, and report the **median**, which one slow outlier cannot move.
+#    differ. Repeat, report the **median** (one slow outlier cannot move it) with the
+#    spread, and compare candidates measured side by side.
 # 4. **Scale.** A time alone says little. Divide the number of floating-point operations
 #    by it (FLOP/s) and compare with what a large matrix product reaches on the same
 #    device.
 #
-# On the CPU, ``torch.utils.benchmark.Timer`` takes care of the first three: its
-# ``blocked_autorange`` warms up, then runs the code in blocks long enough for the clock
-# and returns every block's time. On a GPU the helper below records a pair of CUDA
-# events around each call and synchronises once at the end.
-
-import statistics
-
-from torch.utils import benchmark
-
-
-def cuda_median_ms(fn, *args, warmup=3, reps=20):
-    """Median time of ``fn(*args)`` on the GPU, in ms, from CUDA events."""
-    for _ in range(warmup):
-        fn(*args)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for start, end in zip(starts, ends, strict=True):
-        start.record()
-        fn(*args)
-        end.record()
-    torch.cuda.synchronize()  # wait until every event has happened
-    return statistics.median(
-        s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)
-    )
-
-
-def median_ms(fn, *args, min_run_time=0.2):
-    """Median time of ``fn(*args)`` in ms on ``device``, after a warm-up."""
-    if device.type == "cuda":
-        return cuda_median_ms(fn, *args)
-    timer = benchmark.Timer(
-        "fn(*args)",
-        globals={"fn": fn, "args": args},
-        num_threads=torch.get_num_threads(),
-    )
-    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
-
-
-# %%
-# Here is the first pitfall on a matrix product: the first call against the median of
-# many. On a GPU a second line shows the second pitfall, a stopwatch that does not wait
-# for the GPU.
-
-import time
-
-torch.manual_seed(seed)
-n = 2048
-a = torch.randn(n, n, device=device)
-b = torch.randn(n, n, device=device)
-
-start = time.perf_counter()
-_ = a @ b
-if device.type == "cuda":
-    torch.cuda.synchronize()
-first_ms = (time.perf_counter() - start) * 1e3
-matmul_ms = median_ms(torch.matmul, a, b)
-print(
-    f"({n}, {n}) @ ({n}, {n}): first call {first_ms:.2f} ms, median {matmul_ms:.2f} ms"
-)
-
-if device.type == "cuda":
-    start = time.perf_counter()
-    _ = a @ b  # returns once the kernel is queued
-    unsynced_ms = (time.perf_counter() - start) * 1e3
-    torch.cuda.synchronize()
-    print(
-        f"the same product timed without synchronising: {unsynced_ms:.3f} ms (the "
-        "queueing)"
-    )
-else:
-    print(
-        "on the CPU a call returns when its work is done: there is nothing to "
-        "synchronise"
-    )
-
-matmul_gflops = 2 * n**3 / (matmul_ms * 1e-3) / 1e9
-print(f"{2 * n**3 / 1e9:.1f} GFLOP in {matmul_ms:.2f} ms: {matmul_gflops:.0f} GFLOP/s")
-
-# %%
-# The last line is this device's matmul rate: a roof that the code below can be compared
-# with. A product of two (n, n) matrices costs :math:`2n^3` operations (a multiply and
-# an add for each of the :math:`n` terms of each of the :math:`n^2` entries). Attention
-# counts the same way: :math:`QK^\top` and the weighted sum of the values each cost
-# :math:`2LSD` per head, so a forward pass costs
+# :func:`attention.measure.compare` handles the first three. It times each candidate
+# in turn, for a few rounds, rotating the order every round; on the CPU each round is a
+# ``torch.utils.benchmark`` ``blocked_autorange`` (a warm-up, then blocks of calls long
+# enough for the clock). A burst of load from another program slows every candidate of
+# the round it falls in, so the ratio of two candidates *within a round* stays
+# meaningful when absolute times move, and :func:`attention.measure.round_ratios` gives
+# those ratios:
 #
-# .. math::
-#
-#    4 \cdot N \cdot H \cdot L \cdot S \cdot D,
-#
-# plus :math:`2 \cdot N \cdot L \cdot E^2` for each of the four projections.
-#
-# One matmul instead of three
-# ---------------------------
-#
-# :class:`attention.MultiHeadAttention` projects the queries, keys and values with three
-# :math:`(E, E)` matrices; :class:`attention.FusedMultiHeadAttention` stacks them into
-# one :math:`(3E, E)` matrix, ``qkv_proj``, and makes one call for self-attention. It is
-# a subclass of :class:`attention.MultiHeadAttention` that writes again only what fusing
-# changes: the projection step, and the attention call, which goes to PyTorch's fused
-# kernel when the weights are not needed (the constructor and ``from_torch`` hooks that
-# create and load ``qkv_proj`` are in the same file):
-#
-# .. literalinclude:: ../../attention/fused.py
+# .. literalinclude:: ../../../attention/measure.py
 #    :language: python
-#    :pyobject: FusedMultiHeadAttention._project
+#    :pyobject: compare
 #
-# .. literalinclude:: ../../attention/fused.py
-#    :language: python
-#    :pyobject: FusedMultiHeadAttention._attend
-#
-# The two modules below hold the same weights, copied from one
-# ``nn.MultiheadAttention``.
+# The machine that builds this site is small and shared, so every measurement on this
+# page runs on one thread (``attention.repro.num_threads(1)``), where the threads of
+# one measurement cannot wait for each other. Each table starts with
+# :func:`attention.measure.device_description`: the device, the threads, the dtype and
+# torch's version.
 
-from torch import nn
+import torch
 
-from attention import FusedMultiHeadAttention, MultiHeadAttention
+from attention.measure import compare, device_description, round_ratios
+from attention.repro import claim, default_device, num_threads, seed_everything
 
-N, L, E, H = 4, 512, 512, 8
-torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device).eval()
-separate = MultiHeadAttention.from_torch(torch_mha).eval()
-fused = FusedMultiHeadAttention.from_torch(torch_mha).eval()
-x = torch.randn(N, L, E, device=device)  # (N, L, E)
-
-
-def three_projections(x):
-    return separate.q_proj(x), separate.k_proj(x), separate.v_proj(x)  # 3 x (N, L, E)
-
-
-def one_projection(x):
-    return fused.qkv_proj(x).chunk(3, dim=-1)  # (N, L, 3E) -> 3 x (N, L, E)
-
-
-with torch.inference_mode():
-    for ours, theirs in zip(three_projections(x), one_projection(x), strict=True):
-        assert torch.allclose(ours, theirs, atol=1e-5)
-    three_ms = median_ms(three_projections, x)
-    one_ms = median_ms(one_projection, x)
-projection_gflop = 3 * 2 * N * L * E * E / 1e9
-print(f"q, k, v projections, {projection_gflop:.1f} GFLOP on (N, L, E) = {(N, L, E)}:")
-print(
-    f"  three (E, E) matmuls: {three_ms:6.2f} ms "
-    f"({projection_gflop / three_ms * 1e3:4.0f} GFLOP/s)"
-)
-print(
-    f"  one (3E, E) matmul:   {one_ms:6.2f} ms ({projection_gflop / one_ms * 1e3:4.0f} "
-    "GFLOP/s)"
-)
-print(f"  one / three: {one_ms / three_ms:.2f}")
+device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+seed = seed_everything()  # ATTENTION_SEED, default 0
+with num_threads(1):
+    print(device_description(device, torch.float32))
 
 # %%
-# The arithmetic is identical; what changes is one call reading ``x`` once instead of
-# three calls reading it three times, and one larger product instead of three smaller
-# ones. The ratio printed above is what that is worth on this device at this size.
+# The quadratic term
+# ------------------
 #
-# Which attention kernel runs where
-# ---------------------------------
+# A product of an :math:`(n, k)` and a :math:`(k, m)` matrix costs :math:`2nkm`
+# operations. One call of multi-head attention on :math:`(N, L, E)` inputs does two
+# kinds of products:
 #
-# ``F.scaled_dot_product_attention`` is one function with several implementations,
-# called backends: ``MATH`` (the formula written with ordinary operations, runs
-# everywhere), ``FLASH_ATTENTION`` (FlashAttention :cite:p:`dao2022`, the online softmax
-# of :ref:`sphx_glr_tutorials_13_memory_efficient.py`, on the CPU and on recent NVIDIA
-# GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
-# ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). By default PyTorch takes, in a fixed
-# order of preference, the first one that supports the device, dtype and shapes; the
-# context manager ``torch.nn.attention.sdpa_kernel`` restricts the choice, and the call
-# raises an error when nothing allowed can run.
-
-import warnings
+# - the **projections**: the packed :math:`(3E, E)` input projection and the
+#   :math:`(E, E)` output projection, :math:`8NLE^2` operations, linear in L;
+# - the **attention core**: :math:`QK^\top` and the weighted sum of the values, each
+#   :math:`2LSD` per head, :math:`4NL^2E` operations for self-attention, quadratic in L.
+#
+# The core's share of the arithmetic is :math:`4NL^2E / 8NLE^2 = L / 2E`: the two are
+# equal at :math:`L = 2E`. The sweep below times the two parts of what
+# :class:`attention.FusedMultiHeadAttention` computes, with its own layers: the
+# projections, and the core as it runs it, in PyTorch's fused kernel
+# ``F.scaled_dot_product_attention`` (the reshapes and copies between them are left
+# out). :math:`E = 256` and 4 heads, L from 128 to 2048, each length in one
+# :func:`~attention.measure.compare` call.
 
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch import nn
 
-# (N, H, L, D)
-q, k, v = (torch.randn(N, H, L, E // H, device=device) for _ in range(3))
-backends = [
-    SDPBackend.MATH,
-    SDPBackend.FLASH_ATTENTION,
-    SDPBackend.EFFICIENT_ATTENTION,
-    SDPBackend.CUDNN_ATTENTION,
-]
-attention_gflop = 4 * N * H * L * L * (E // H) / 1e9
-with torch.inference_mode():
-    default_out = F.scaled_dot_product_attention(q, k, v)
-    outputs, backend_ms = {}, {}
-    for backend in backends:
-        try:
-            with sdpa_kernel(backend), warnings.catch_warnings():
-                # torch explains each refusal in a warning
-                warnings.simplefilter("ignore")
-                outputs[backend.name] = F.scaled_dot_product_attention(q, k, v)
-                backend_ms[backend.name] = median_ms(
-                    F.scaled_dot_product_attention, q, k, v
-                )
-        except RuntimeError:
-            print(f"{backend.name:>19}: cannot run here")
-            continue
-        rate = attention_gflop / backend_ms[backend.name] * 1e3
+from attention import FusedMultiHeadAttention
+
+E, H = 256, 4
+torch.manual_seed(seed)
+torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device).eval()
+fused = FusedMultiHeadAttention.from_torch(torch_mha).eval()
+lengths = [128, 256, 512, 1024, 2048]
+
+
+def parts(L):
+    """The projections and the attention core of one call on a (1, L, E) input."""
+    x = torch.randn(1, L, E, device=device)  # (N, L, E)
+    q, k, v = (
+        fused.qkv_proj(x).view(1, L, 3, H, E // H).permute(2, 0, 3, 1, 4).contiguous()
+    )  # (N, L, 3E) -> (3, N, H, L, D), then q, k, v: (N, H, L, D) each
+    heads_out = torch.randn(1, L, E, device=device)  # the heads' outputs  (N, L, E)
+
+    def projections():
+        qkv = fused.qkv_proj(x)  # (N, L, E) @ (E, 3E) -> (N, L, 3E)
+        return qkv, fused.out_proj(heads_out)  # (N, L, E) @ (E, E) -> (N, L, E)
+
+    def core():
+        # (N, H, L, D) @ (N, H, D, L) -> (N, H, L, L), @ (N, H, L, D) -> (N, H, L, D)
+        return F.scaled_dot_product_attention(q, k, v)
+
+    return {"projections": projections, "attention core": core}
+
+
+sweep = {}
+with num_threads(1), torch.inference_mode():
+    print(device_description(device, torch.float32), f"N = 1, E = {E}, H = {H}")
+    print("      L  projections ms  core ms  core / projections  its FLOP ratio")
+    for L in lengths:
+        sweep[L] = compare(parts(L), rounds=3, min_run_time=0.05, device=device)
+        per_round = round_ratios(sweep[L]["attention core"], sweep[L]["projections"])
         print(
-            f"{backend.name:>19}: {backend_ms[backend.name]:6.2f} ms ({rate:4.0f} "
-            "GFLOP/s)"
+            f"  {L:>5}  {sweep[L]['projections'].ms:14.3f}  "
+            f"{sweep[L]['attention core'].ms:7.3f}  "
+            f"{min(per_round):7.2f} to {max(per_round):5.2f}  {L / (2 * E):14.2f}"
         )
-
-chosen = [name for name, out in outputs.items() if torch.equal(out, default_out)]
-print(
-    f"the default's output is bit for bit the output of: {', '.join(chosen) or 'none'}"
+core_share_last = min(
+    round_ratios(sweep[2048]["attention core"], sweep[2048]["projections"])
 )
-for name, out in outputs.items():
-    if name != "MATH":
-        print(
-            f"{name:>19} vs MATH: largest difference "
-            f"{(out - outputs['MATH']).abs().max():.1e}"
-        )
 
 # sphinx_gallery_start_ignore
-assert "MATH" in outputs
-assert device.type == "cuda" or (
-    "FLASH_ATTENTION" in outputs and chosen == ["FLASH_ATTENTION"]
-)
-for out in outputs.values():
-    assert torch.allclose(out, outputs["MATH"], atol=1e-4)
+if device.type == "cpu":
+    # 4x the projections' arithmetic at L = 2048; any round of the machine's noise.
+    claim(
+        "L = 2048: attention core / projections, slowest round",
+        core_share_last,
+        above=1.3,
+    )
 # sphinx_gallery_end_ignore
 
 # %%
-# The lines above list which backends run on this device and which one the default
-# picked (the backend whose output is identical to the default's, bit for bit). The
-# backends agree to float32 rounding, not exactly: each adds the same numbers in a
-# different order.
+# ``core / projections`` is the ratio of the two times in each of the three rounds
+# (lowest to highest), next to the ratio of their arithmetic. The figure puts the two
+# parts on logarithmic axes, where a cost proportional to :math:`L^p` is a line of
+# slope :math:`p`:
+
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+for name, marker in (("projections", "o"), ("attention core", "s")):
+    ax.plot(lengths, [sweep[L][name].ms for L in lengths], marker=marker, label=name)
+ax.set_xscale("log", base=2)
+ax.set_xticks(lengths, [str(L) for L in lengths])
+ax.set_yscale("log")
+ax.set_xlabel("sequence length L")
+ax.set_ylabel("median time per call (ms)")
+ax.set_title(f"One attention call in two parts ({device}, E = {E}, one thread)")
+_ = ax.legend()
+
+# %%
+# Each time the length doubles, the projections do twice the arithmetic and the core
+# four times as much. How much each part's time grew over the last doubling, and the
+# rate each part ran at (its operations divided by its median time):
+
+with num_threads(1):
+    print(device_description(device, torch.float32))
+for name, work in (("projections", 2), ("attention core", 4)):
+    growth = sweep[2048][name].median / sweep[1024][name].median
+    print(
+        f"  {name:<14}: time x{growth:.1f} from L = 1024 to 2048 (arithmetic x{work})"
+    )
+for L in (lengths[0], lengths[-1]):
+    projection_rate = 8 * L * E * E / sweep[L]["projections"].median / 1e9
+    core_rate = 4 * L * L * E / sweep[L]["attention core"].median / 1e9
+    print(
+        f"  L = {L:>4}: projections {projection_rate:5.1f} GFLOP/s, "
+        f"attention core {core_rate:5.1f} GFLOP/s"
+    )
+
+# %%
+# At the longest length the core took longer than the projections in every round (the
+# last line of the table), and in the figure its line is the steeper one. The crossing
+# in *time* need not sit at :math:`L = 2E`, where the arithmetic crosses: the two parts
+# do not run at the same rate, and the rates above say how far apart they are on this
+# device. Short calls also pay a fixed cost per call (Python, dispatch, threads) that no
+# FLOP count includes, which flattens both lines at the short lengths.
+#
+# %%
+# bfloat16 against float32
+# ------------------------
+#
+# Matrix units compute faster in 16-bit formats where the hardware has them.
+# ``torch.autocast`` runs the matrix products of a region in a lower precision while
+# keeping the parameters in float32. bfloat16 keeps float32's range with 8 bits of
+# mantissa (about 3 significant digits). Here the same module call at L = 1024 and a
+# square matrix product are timed in float32 and under autocast to bfloat16, all four in
+# the same rounds, and the module's output is compared with the same module in float64.
+# (On a processor whose bfloat16 kernel needs ATen's AVX-512 code, run at a lower
+# ``ATEN_CPU_CAPABILITY``, PyTorch's fused bfloat16 kernel refuses to run; the output
+# then says so, and the math kernel is timed instead.)
+
+import contextlib
+import functools
+
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+x = torch.randn(1, 1024, E, device=device)  # (N, L, E)
+a, b = (torch.randn(1024, 1024, device=device) for _ in range(2))
+
+
+def module_call(x, dtype, math_kernel=False):
+    with (
+        torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32),
+        sdpa_kernel(SDPBackend.MATH) if math_kernel else contextlib.nullcontext(),
+    ):
+        return fused(x, need_weights=False)[0]  # (N, L, E)
+
+
+def matmul(dtype):
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        return a @ b  # (1024, 1024) @ (1024, 1024) -> (1024, 1024)
+
+
+with torch.inference_mode():
+    expected = FusedMultiHeadAttention.from_torch(torch_mha).double()(
+        x.double(), need_weights=False
+    )[0]  # (N, L, E) in float64
+    try:
+        _ = module_call(x, torch.bfloat16)
+    except RuntimeError as error:
+        # PyTorch's CPU kernel for bfloat16 uses the matrix units (AMX) wherever the
+        # processor has them, and then needs ATen's AVX-512 code: with a lower
+        # ATEN_CPU_CAPABILITY it refuses. The math kernel has no such need.
+        print(f"the fused bfloat16 kernel refused ({error}); the math kernel runs")
+        module_call = functools.partial(module_call, math_kernel=True)
+    errors = {
+        dtype: (
+            (module_call(x, dtype).double() - expected).abs().max()
+            / expected.abs().max()
+        ).item()
+        for dtype in (torch.float32, torch.bfloat16)
+    }
+    with num_threads(1):
+        precision = compare(
+            {
+                "module, float32": lambda: module_call(x, torch.float32),
+                "module, bfloat16": lambda: module_call(x, torch.bfloat16),
+                "matmul, float32": lambda: matmul(torch.float32),
+                "matmul, bfloat16": lambda: matmul(torch.bfloat16),
+            },
+            rounds=3,
+            min_run_time=0.1,
+            device=device,
+        )
+        print(device_description(device), "float32 and autocast to bfloat16")
+for name, timing in precision.items():
+    print(f"  {name:<17} {timing}")
+for what in ("module", "matmul"):
+    ratios = round_ratios(precision[f"{what}, bfloat16"], precision[f"{what}, float32"])
+    print(
+        f"  {what}: bfloat16 / float32, round by round: {[round(r, 2) for r in ratios]}"
+    )
+for dtype, error in errors.items():
+    print(f"  module output, {str(dtype)[6:]:>8}: error {error:.1e} against float64")
+
+# sphinx_gallery_start_ignore
+claim("float32 error", errors[torch.float32], below=1e-5)
+claim("bfloat16 error", errors[torch.bfloat16], above=1e-4, below=5e-2)
+# sphinx_gallery_end_ignore
+
+# %%
+# The error lines are the largest difference from float64, relative to the largest
+# output: float32 agrees to 5 digits or more, bfloat16 to about 2 or 3. That is the
+# usual trade for training and inference, not for checking a model against a
+# reference, which this site does in float64. Whether bfloat16 is also *faster* is the
+# hardware's answer, not the format's: the round-by-round ratios above give it for this
+# device, and a ratio below 1 in every round is a real speed-up, one that straddles 1
+# is noise.
 #
 # The cost of ``need_weights=True``
 # ---------------------------------
 #
 # A fused kernel never builds the :math:`(N, H, L, S)` weights, so it cannot return
-# them. Asking for them (``need_weights=True``, the default of both
-# ``nn.MultiheadAttention`` and the modules of this package) switches to a path that
-# materialises them. For :class:`attention.FusedMultiHeadAttention` that is
-# :func:`attention.scaled_dot_product_attention`; ``nn.MultiheadAttention`` also
-# averages them over the heads unless told otherwise.
+# them. Both ``nn.MultiheadAttention`` and this package's modules return them by
+# default (``need_weights=True``). Four calls on the same :math:`(2, 512, 256)` input,
+# in the same rounds:
 
-weights_mib = N * H * L * L * 4 / 2**20
-print(
-    f"the weights of one call: (N, H, L, L) = {(N, H, L, L)} floats, {weights_mib:.0f} "
-    "MiB"
-)
-
+weights_mib = 2 * H * 512 * 512 * 4 / 2**20
+x = torch.randn(2, 512, E, device=device)  # (N, L, E)
 calls = {
-    "Fused, need_weights=False": lambda x: fused(x, need_weights=False),
-    "Fused, need_weights=True": lambda x: fused(x, need_weights=True),
-    "nn.MHA, need_weights=False": lambda x: torch_mha(x, x, x, need_weights=False),
-    "nn.MHA, need_weights=True": lambda x: torch_mha(x, x, x, need_weights=True),
+    "Fused, need_weights=False": lambda: fused(x, need_weights=False),
+    "Fused, need_weights=True": lambda: fused(x, need_weights=True),
+    "nn.MHA, need_weights=False": lambda: torch_mha(x, x, x, need_weights=False),
+    "nn.MHA, need_weights=True": lambda: torch_mha(x, x, x, need_weights=True),
 }
-with torch.inference_mode():
-    module_ms = {name: median_ms(call, x) for name, call in calls.items()}
-module_gflop = (4 * 2 * N * L * E * E + 4 * N * H * L * L * (E // H)) / 1e9
-for name, ms in module_ms.items():
-    print(f"{name:>27}: {ms:6.2f} ms ({module_gflop / ms * 1e3:4.0f} GFLOP/s)")
+with num_threads(1), torch.inference_mode():
+    module_times = compare(calls, rounds=3, min_run_time=0.1, device=device)
+    print(device_description(device, torch.float32), "(N, L, E) = (2, 512, 256)")
+for name, timing in module_times.items():
+    print(f"  {name:<27} {timing}")
+for who in ("Fused", "nn.MHA"):
+    ratios = round_ratios(
+        module_times[f"{who}, need_weights=True"],
+        module_times[f"{who}, need_weights=False"],
+    )
+    print(f"  {who}: True / False, round by round: {[round(r, 2) for r in ratios]}")
+print(
+    f"the weights of one call: (N, H, L, S) = (2, {H}, 512, 512), {weights_mib:.0f} MiB"
+)
 
 # sphinx_gallery_start_ignore
 with torch.inference_mode():
@@ -322,126 +317,166 @@ with torch.inference_mode():
 # sphinx_gallery_end_ignore
 
 # %%
-# The same four measurements as a figure:
+# Why the two modules react differently is in the kernels each call runs.
+# ``torch.profiler`` records them; the lines below say, for each call, whether a
+# softmax kernel ran (the weights were built) and whether one of SDPA's fused kernels
+# ran (on a CPU, the flash kernel):
 
-import matplotlib.pyplot as plt
+from torch.profiler import profile
 
-fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="constrained")
-names = list(module_ms)
-# Blue and orange (Okabe and Ito's palette): told apart with any colour vision.
-bars = ax.barh(
-    names, [module_ms[name] for name in names], color=["#0072b2", "#e69f00"] * 2
-)
-_ = ax.bar_label(bars, fmt="%.1f ms", padding=3)
-ax.invert_yaxis()
-ax.margins(x=0.2)
-ax.set_xlabel("median time per call (ms)")
-_ = ax.set_title(f"One call of multi-head attention, on {device}")
-
-# %%
-# With ``need_weights=True`` every call must return the weights whose size is printed
-# above, so they are written to memory in full.
-# :class:`attention.FusedMultiHeadAttention` with ``False`` runs the fused kernel, which
-# keeps one block of scores at a time; ``nn.MultiheadAttention`` with ``False`` skips
-# returning them, though its own inference path may still build them inside. The blue
-# bars are the calls to use whenever the weights are not needed (training, inference);
-# the orange ones are for looking at attention, as
-# :ref:`sphx_glr_tutorials_08_visualising_attention.py` does.
-#
-# Lower precision: bfloat16 and float16
-# -------------------------------------
-#
-# Matrix units compute faster in 16-bit formats. ``torch.autocast`` runs the matrix
-# products of a region in a lower precision while keeping the parameters in float32.
-# bfloat16 keeps float32's range with 8 bits of mantissa (about 3 significant digits);
-# float16 has 11 bits of mantissa but a range that ends at 65504. On the CPU the page
-# tries bfloat16, the format that CPU matrix units support; on a GPU, both. The error is
-# measured against the same module and input in float64. (On a processor with matrix
-# units run at a lower ``ATEN_CPU_CAPABILITY``, PyTorch's fused bfloat16 kernel refuses
-# to run; the output then says so, and the math kernel is timed instead.)
-
-import contextlib
-import functools
-
-reference_module = FusedMultiHeadAttention.from_torch(torch_mha).double()
 with torch.inference_mode():
-    # (N, L, E) in float64
-    expected = reference_module(x.double(), need_weights=False)[0]
+    for name, call in calls.items():
+        with profile() as prof:
+            call()
+        kernels = {event.key for event in prof.key_averages()}
+        softmax = "aten::_softmax" in kernels
+        fused_kernel = any(
+            kernel.startswith("aten::_scaled_dot_product_") and "math" not in kernel
+            for kernel in kernels
+        )
+        print(
+            f"  {name:<27} softmax kernel: {softmax!s:>5}, "
+            f"fused SDPA kernel: {fused_kernel}"
+        )
+        if name.startswith("Fused"):  # one or the other, as need_weights says
+            assert softmax == name.endswith("True") and fused_kernel == (not softmax)
 
-precisions = [torch.float32, torch.bfloat16]
-if device.type == "cuda":
-    precisions.append(torch.float16)
-print(f"FusedMultiHeadAttention on {device}, (N, L, E, H) = {(N, L, E, H)}")
-errors = {}
-for dtype in precisions:
-    label = (
-        "float32" if dtype == torch.float32 else f"autocast {str(dtype).split('.')[-1]}"
-    )
+# :class:`attention.FusedMultiHeadAttention` runs SDPA's fused kernel with
+# ``need_weights=False``, and switches to :func:`attention.scaled_dot_product_attention`
+# with ``need_weights=True``, which builds the scores and the weights (the softmax):
+# asking for the weights changes its whole attention core. ``nn.MultiheadAttention``
+# in inference takes its C++ fast path, ``torch._native_multi_head_attention``, which on
+# a CPU builds the weights with ``bmm`` and ``softmax`` *whether or not* they are asked
+# for (its ``need_weights=False`` line above ran the softmax kernel too);
+# ``need_weights=True`` only adds their average over the heads. So asking for the
+# weights costs the package's module a different attention core, and
+# ``nn.MultiheadAttention`` one average, because its ``need_weights=False`` was already
+# paying for weights it then throws away. The round-by-round ratios above say what each
+# costs in this run. Ask for the weights only to look at them, as
+# :ref:`sphx_glr_tutorials_3_training_and_reading_11_visualising_attention.py` does.
+#
+# Which kernel runs where
+# -----------------------
+#
+# ``F.scaled_dot_product_attention`` is one function with several implementations,
+# called backends: ``MATH`` (the formula written with ordinary operations, runs
+# everywhere), ``FLASH_ATTENTION`` (FlashAttention :cite:p:`dao2022`, the online softmax
+# of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`, on the CPU and on recent
+# NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
+# ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
+# preference, the first one that supports the device, dtype and shapes;
+# ``torch.nn.attention.sdpa_kernel`` restricts the choice, and the call raises an error
+# when nothing allowed can run:
 
-    def run(x, dtype=dtype, math_kernel=False):
-        with (
-            torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32),
-            sdpa_kernel(SDPBackend.MATH) if math_kernel else contextlib.nullcontext(),
-        ):
-            return fused(x, need_weights=False)[0]
+import warnings
 
-    with torch.inference_mode():
+q, k, v = (
+    torch.randn(2, H, 512, E // H, device=device) for _ in range(3)
+)  # (N, H, L, D)
+outputs = {}
+with torch.inference_mode():
+    default_out = F.scaled_dot_product_attention(q, k, v)
+    for backend in (
+        SDPBackend.MATH,
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+    ):
         try:
-            out = run(x)
-        except RuntimeError as error:
-            # PyTorch's CPU kernel for bfloat16 uses the matrix units (AMX) wherever the
-            # processor has them, and then needs ATen's AVX-512 code: with a lower
-            # ATEN_CPU_CAPABILITY it refuses. The math kernel has no such need.
-            print(f"  {label:>17}: the fused kernel refused ({error}); math kernel:")
-            run = functools.partial(run, math_kernel=True)
-            out = run(x)
-        ms = median_ms(run, x)
-    errors[dtype] = (
-        (out.double() - expected).abs().max() / expected.abs().max()
-    ).item()
-    print(f"  {label:>17}: {ms:6.2f} ms, output {out.dtype}, error {errors[dtype]:.1e}")
+            with sdpa_kernel(backend), warnings.catch_warnings():
+                warnings.simplefilter(
+                    "ignore"
+                )  # torch explains each refusal in a warning
+                outputs[backend.name] = F.scaled_dot_product_attention(q, k, v)
+        except RuntimeError:
+            print(f"  {backend.name:>19}: cannot run here")
+            continue
+        same = torch.equal(outputs[backend.name], default_out)
+        print(f"  {backend.name:>19}: runs; bit for bit the default's output: {same}")
 
 # sphinx_gallery_start_ignore
-claim("float32 error", errors[torch.float32], below=1e-5)
-claim(
-    "autocast, smallest error",
-    min(errors[dtype] for dtype in precisions[1:]),
-    above=1e-4,
-)
-claim(
-    "autocast, largest error",
-    max(errors[dtype] for dtype in precisions[1:]),
-    below=5e-2,
-)
+assert "MATH" in outputs
+assert device.type == "cuda" or torch.equal(outputs["FLASH_ATTENTION"], default_out)
+for out in outputs.values():
+    assert torch.allclose(out, outputs["MATH"], atol=1e-4)
 # sphinx_gallery_end_ignore
 
 # %%
-# The error column is the largest difference from float64, relative to the largest
-# output: float32 agrees to 5 digits or more, the 16-bit formats measured here (bfloat16
-# on a CPU, float16 as well on a GPU) to about 2 or 3 (the values printed above). That
-# is the usual trade for training and inference, not for checking a model against a
-# reference, which this site does in float64. Whether the 16-bit formats are also faster
-# depends on the hardware: the times above say what they are on this one.
+# The backend whose output equals the default's bit for bit is the one the default
+# picked. The others agree with it to float32 rounding, not exactly: each adds the same
+# numbers in a different order.
 #
+# Timing a GPU correctly
+# ----------------------
+#
+# On a GPU, ``a @ b`` returns as soon as the kernel is *queued*: a stopwatch on the CPU
+# around it measures microseconds of Python whatever the product costs. Three things
+# make a GPU timing right:
+#
+# 1. **Warm-up**: the first calls initialise CUDA, choose kernels (cuBLAS, cuDNN and
+#    SDPA pick one per shape) and grow PyTorch's caching allocator; time the calls after
+#    them.
+# 2. **Events, not a stopwatch**: ``torch.cuda.Event(enable_timing=True)`` records a
+#    timestamp on the GPU's own timeline when the stream reaches it; two events around a
+#    call measure the kernels between them, not the Python that queued them.
+# 3. **Synchronise before reading**: ``torch.cuda.synchronize()`` waits until the GPU
+#    has done everything queued, and only then are the events' times known. One
+#    synchronisation after all the calls, not one per call: synchronising inside the
+#    loop would time the gaps between kernels too.
+#
+# :func:`attention.measure.compare` does exactly this for every round when given a CUDA
+# ``device``:
+#
+# .. literalinclude:: ../../../attention/measure.py
+#    :language: python
+#    :pyobject: _cuda_round
+#
+# The cell below shows the difference on a GPU: the same product timed with a bare
+# stopwatch, with a stopwatch that synchronises, and with events. It runs only where
+# there is a CUDA GPU.
+
+import time
+
+if device.type == "cuda":
+    a, b = (torch.randn(8192, 8192, device=device) for _ in range(2))
+    for _ in range(3):  # warm-up
+        _ = a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    _ = a @ b  # returns once the kernel is queued
+    queued_ms = (time.perf_counter() - start) * 1e3
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    _ = a @ b
+    torch.cuda.synchronize()  # waits for the kernel
+    synced_ms = (time.perf_counter() - start) * 1e3
+    events = compare({"matmul": lambda: a @ b}, rounds=1, device=device)["matmul"]
+    print(device_description(device, torch.float32), "(8192, 8192) @ (8192, 8192)")
+    print(f"  stopwatch, no synchronisation: {queued_ms:8.3f} ms (the queueing)")
+    print(f"  stopwatch, synchronised:       {synced_ms:8.3f} ms")
+    print(f"  CUDA events (compare):         {events}")
+else:
+    print(
+        f"no CUDA GPU on this machine ({device_description(device)}): nothing was "
+        "measured on a GPU; on a machine with one, this cell prints the three timings"
+    )
+
+# %%
 # Recorded results on a GPU
 # -------------------------
 #
 # ``python -m benchmarks --gpu`` measures attention on a CUDA GPU in bfloat16 and
 # float16 up to L = 16384, with CUDA events as above, and records each row with the
-# device, the torch version and the date in ``benchmarks/results/gpu-<date>.csv``. Rates
-# use the count of FlashAttention-2 :cite:p:`dao2023`: :math:`4NHLSD` for the forward
-# pass, halved when causal.
-# When such a file is in this checkout, the newest one is plotted here (otherwise the
-# line below says that there is none); the page's own measurements above are unaffected
-# by it.
+# device, the torch version and the date in ``benchmarks/results/gpu-<date>.csv``.
+# Rates use the count of FlashAttention-2 :cite:p:`dao2023`: :math:`4NHLSD` for the
+# forward pass, halved when causal. When such a file is in this checkout, the newest one
+# is plotted here, with where and when it was measured; otherwise the line below says
+# that there is none. These are recorded numbers, not measured by this page.
 
 import csv
 from pathlib import Path
 
-folders = [
-    Path.cwd() / "benchmarks" / "results",
-    Path.cwd().parent / "benchmarks" / "results",
-]
+folders = [p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)]
 recorded = sorted(
     p for folder in folders if folder.is_dir() for p in folder.glob("gpu-2*.csv")
 )
@@ -474,9 +509,9 @@ if rows:
                 label = f"{dtype}, D = {D}" + (", causal" if causal == "True" else "")
                 style = "--" if causal == "True" else "-"
                 ax.plot(Ls, rates, style, color=color, marker="o", label=label)
-    lengths = sorted({int(row["L"]) for row in rows})
+    recorded_lengths = sorted({int(row["L"]) for row in rows})
     ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(L) for L in lengths])
+    ax.set_xticks(recorded_lengths, [str(L) for L in recorded_lengths])
     ax.set_xlabel("sequence length L = S")
     ax.set_ylabel("TFLOP/s (FlashAttention-2 count)")
     ax.set_title(f"F.scaled_dot_product_attention, forward\n{caption}")
@@ -493,21 +528,25 @@ else:
 # What to remember
 # ----------------
 #
-# - Time after a warm-up, synchronise a GPU (or time it with CUDA events), repeat and
-#   take the median; print the device and versions with every number, and divide the
-#   work by the time to compare with what the hardware's matmul reaches.
-# - One :math:`(3E, E)` projection does the work of three :math:`(E, E)` ones in one
-#   call.
-# - ``F.scaled_dot_product_attention`` picks among several kernels; ``sdpa_kernel``
-#   shows which exist on a device. Only the ``MATH`` path materialises the weights.
-# - ``need_weights=True`` costs a full :math:`(N, H, L, S)` tensor per call: ask for it
-#   only to look at the weights.
-# - Autocast to bfloat16 (or float16 on a GPU) trades digits of accuracy (the errors
-#   printed above) for speed where the hardware has 16-bit matrix units.
+# - Time after a warm-up, repeat and take the median with its spread, and compare
+#   candidates in the same interleaved rounds: their round-by-round ratios survive a
+#   busy machine that absolute times do not. Print the device, threads, dtype and
+#   versions with every number (:func:`attention.measure.compare`,
+#   :func:`attention.measure.device_description`).
+# - On a GPU, time the kernels with CUDA events after a warm-up, and synchronise once
+#   before reading them; a stopwatch around an asynchronous call measures the queueing.
+# - One attention call is projections, linear in L, and the attention core, quadratic
+#   in L; the core's share of the arithmetic is :math:`L / 2E`, and at long lengths it
+#   dominates the time as well.
+# - bfloat16 gives up digits (the errors printed above); whether it buys speed depends
+#   on the hardware's matrix units: measure it against float32 in the same rounds.
+# - ``need_weights=True`` moves the package's module off the fused kernel onto the path
+#   that builds the :math:`(N, H, L, S)` weights; ``nn.MultiheadAttention``'s CPU fast
+#   path builds them either way. Ask for them only to look at them.
 #
-# API used on this page: :class:`attention.MultiHeadAttention`,
-# :class:`attention.FusedMultiHeadAttention` and
-# :func:`attention.scaled_dot_product_attention`.
+# API used on this page: :class:`attention.FusedMultiHeadAttention`,
+# :func:`attention.measure.compare`, :func:`attention.measure.round_ratios`,
+# :func:`attention.measure.device_description` and :func:`attention.repro.num_threads`.
 
 # %%
 # Exercises
@@ -516,38 +555,38 @@ else:
 # 1. **Count the operations with PyTorch's counter.**
 #    ``torch.utils.flop_counter.FlopCounterMode`` adds up the floating-point operations
 #    of the matrix products that run inside it. Count those of one call of
-#    ``fused(x, need_weights=True)`` and compare with the page's formula,
-#    :math:`4 \cdot 2NLE^2 + 4NHL^2D` (``module_gflop``). Which term is larger here?
+#    ``fused(x, need_weights=True)`` on the :math:`(2, 512, 256)` input of the
+#    ``need_weights`` section and compare with the formula
+#    :math:`8NLE^2 + 4NL^2E`. Which term is larger here?
 # 2. **How far bfloat16 rounds.** bfloat16 keeps 8 significant bits, so rounding to
 #    the nearest bfloat16 moves a number by at most :math:`2^{-8}` of its size. Round
 #    ``x`` to bfloat16 and back and find the largest relative change. How does it
 #    compare with the error of autocast bfloat16 printed above?
-# 3. **The readable path, timed.** Time ``separate`` (the package's readable
-#    :class:`attention.MultiHeadAttention`, which always computes the weights) and
-#    ``fused`` with ``need_weights=False``, with ``median_ms``, and compare the ratio
-#    with the one of the projections. Check first that the two give the same output.
+# 3. **Where the time crosses.** From the sweep's medians (``sweep``), find the first
+#    length at which the attention core took longer than the projections, and compare
+#    it with :math:`L = 2E`, where their arithmetic is equal. Which part ran at the
+#    higher rate?
 
 # %%
 # .. solution 1
 #
-# The counter sees the four projections and the two products of attention, and adds
-# exactly what the formula says. At :math:`L = E = 512` the projections,
-# :math:`8NLE^2`, outweigh attention's :math:`4NHL^2D = 4NL^2E`, since
-# :math:`2E > L`.
+# The counter sees the two projections (the packed :math:`(3E, E)` one counts as
+# three :math:`(E, E)` products) and the two products of attention, and adds exactly
+# what the formula says. At :math:`L = 512 = 2E` the two terms are equal.
 
 from torch.utils.flop_counter import FlopCounterMode
 
+N, L = x.shape[:2]
 with torch.inference_mode(), FlopCounterMode(display=False) as counter:
     _ = fused(x, need_weights=True)
-projections_flop = 4 * 2 * N * L * E * E
-attention_flop = 4 * N * H * L * L * (E // H)
+projections_flop = 8 * N * L * E * E
+attention_flop = 4 * N * L * L * E
 print(
     f"FlopCounterMode: {counter.get_total_flops() / 1e9:.3f} GFLOP; formula: "
-    f"{module_gflop:.3f} GFLOP ({projections_flop / 1e9:.3f} in the projections, "
-    f"{attention_flop / 1e9:.3f} in attention)"
+    f"{projections_flop / 1e9:.3f} in the projections + {attention_flop / 1e9:.3f} in "
+    "attention"
 )
 assert counter.get_total_flops() == projections_flop + attention_flop
-assert round(module_gflop * 1e9) == projections_flop + attention_flop
 
 # %%
 # .. solution 2
@@ -572,25 +611,34 @@ assert relative.max() <= 2**-8
 # %%
 # .. solution 3
 #
-# The output is the same to float32 rounding; the time is not. The ratio printed here
-# depends on the device and on ``L``: the readable path writes the
-# :math:`(N, H, L, L)` weights that the fused kernel never builds.
+# No new timing: the answer is in the sweep. The rate of each part at the crossing
+# says which one runs closer to the machine's matrix-product speed; the crossing moves
+# with the device, the thread count and the load, the arithmetic's does not.
 
-with torch.inference_mode():
-    readable_out = separate(x, need_weights=False)[0]
-    fused_out = fused(x, need_weights=False)[0]
-    readable_ms = median_ms(lambda x: separate(x, need_weights=False), x)
-    fused_ms = median_ms(lambda x: fused(x, need_weights=False), x)
+crossed = [
+    L
+    for L in lengths
+    if sweep[L]["attention core"].median > sweep[L]["projections"].median
+]
+first = crossed[0] if crossed else None
 print(
-    f"on {device}, torch {torch.__version__}: readable {readable_ms:.2f} ms, fused "
-    f"{fused_ms:.2f} ms, fused / readable {fused_ms / readable_ms:.2f} (projections, "
-    f"one / three: {one_ms / three_ms:.2f})"
+    f"arithmetic crosses at L = 2E = {2 * E}; time crosses at L = {first} in this run"
 )
-assert torch.allclose(readable_out, fused_out, atol=1e-5)
+if first is not None:
+    rates = {
+        "projections": 8 * first * E * E / sweep[first]["projections"].median / 1e9,
+        "attention core": 4
+        * first
+        * first
+        * E
+        / sweep[first]["attention core"].median
+        / 1e9,
+    }
+    print(", ".join(f"{name} {rate:.1f} GFLOP/s" for name, rate in rates.items()))
 
 # %%
-# Previous: :ref:`sphx_glr_tutorials_11_classifier.py`. Next:
-# :ref:`sphx_glr_tutorials_13_memory_efficient.py` opens the fused kernel: how attention
-# can be computed without ever holding the :math:`(L, S)` matrix.
+# Next: :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` opens the fused
+# kernel: how attention can be computed without ever holding the :math:`(L, S)` matrix,
+# in the forward pass and in training.
 
 # sphinx_gallery_thumbnail_number = 1

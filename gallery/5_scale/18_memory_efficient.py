@@ -1,23 +1,29 @@
 """
-Memory-efficient attention: the online softmax
-==============================================
+Memory-efficient attention: the online softmax, forward and backward
+====================================================================
 
-.. prerequisites:: 02_scaled_dot_product
+.. prerequisites:: 02_scaled_dot_product 08_checking_gradients
 
-The reference path of :ref:`sphx_glr_tutorials_02_scaled_dot_product.py` computes every
-score of every query against every key, an :math:`(L, S)` matrix per head, before the
-softmax. That matrix grows as the square of the sequence length, and long before the
-arithmetic becomes slow it no longer fits in memory. The fused kernels behind
+The reference path of
+:ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` computes every score of
+every query against every key, an :math:`(L, S)` matrix per head, before the softmax.
+That matrix grows as the square of the sequence length, and long before the arithmetic
+becomes slow it no longer fits in memory. The fused kernels behind
 ``F.scaled_dot_product_attention`` avoid it with one idea: the softmax can be computed a
-block of keys at a time, with a running maximum and a running sum, so the matrix never
-exists: the online softmax of :cite:t:`milakov2018`, applied to attention by
-:cite:t:`rabe2021` and made fast on GPUs by FlashAttention :cite:p:`dao2022,dao2023`.
+block of keys at a time, so the matrix never exists: the online softmax of
+:cite:t:`milakov2018`, applied to attention by :cite:t:`rabe2021` and made fast on GPUs
+by FlashAttention :cite:p:`dao2022,dao2023`.
 
-This page works through that *online softmax* on one row with every number printed,
-reads :func:`attention.tiled_attention`, which applies it to whole tensors in plain
-PyTorch, checks it against the reference, and measures peak memory and time against the
-sequence length. Timing is explained in
-:ref:`sphx_glr_tutorials_12_performance.py`.
+Inference is half of the story. To train, autograd keeps what each operation needs for
+the backward pass, and for attention that is the :math:`(L, S)` weights again.
+FlashAttention's backward keeps only the output and one number per query, the
+log-sum-exp of its scores, and recomputes the weights tile by tile.
+
+This page works the online softmax through on one row with every number printed, reads
+:func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch,
+derives its backward pass, checks both against the reference, and measures peak memory,
+without autograd and with it, against the reference path and PyTorch's kernel. Timing is
+explained in :ref:`sphx_glr_tutorials_5_scale_17_performance.py`.
 """
 
 # %%
@@ -44,89 +50,102 @@ for L in (1024, 4096, 16384, 65536):
 #
 # Take a single query's row of scores :math:`s_1, \dots, s_S` and one number per key as
 # its value. Attention returns :math:`\sum_j w_j v_j` with
-# :math:`w_j = e^{s_j - m} / \sum_k e^{s_k - m}`, where subtracting the row's maximum
-# :math:`m` changes nothing mathematically and keeps ``exp`` from overflowing.
+# :math:`w_j = e^{s_j} / \sum_k e^{s_k}`.
 #
-# The maximum seems to need the whole row first. It does not. Read the keys in blocks
-# and keep three running numbers: the largest score seen so far ``m``, the sum ``l`` of
-# :math:`e^{s_j - m}` over the keys seen so far, and the weighted sum ``acc`` of
-# :math:`e^{s_j - m} v_j`. When a block raises the maximum from ``m`` to ``m_new``,
-# everything accumulated so far was measured against the old maximum; multiplying it by
-# :math:`\alpha = e^{m - m_\text{new}}` puts it against the new one. After each block,
-# ``acc / l`` is attention over the keys seen so far; after the last block, over all of
-# them.
+# Split the keys into blocks and summarise each block by two numbers: its own attention
+# output :math:`o_b` (the softmax-weighted average of its values, as if the other keys
+# did not exist) and the log-sum-exp of its scores,
+# :math:`\text{lse}_b = \log \sum_{j \in b} e^{s_j}`, the log of its softmax's
+# denominator. Two such summaries merge into the summary of both blocks: the
+# denominators add, so :math:`\text{lse} = \log(e^{\text{lse}_a} + e^{\text{lse}_b})`,
+# and each side's output keeps its share of the merged denominator,
+#
+# .. math::
+#
+#    o = e^{\text{lse}_a - \text{lse}}\, o_a + e^{\text{lse}_b - \text{lse}}\, o_b .
+#
+# :func:`attention.functional.attention_block` computes one block's pair and
+# :func:`attention.functional.merge_blocks` merges two. Here they run on one row of 8
+# scores in blocks of 3, with a query of one dimension whose dot product with each
+# one-dimensional key is the score itself:
+
+from attention.functional import attention_block, merge_blocks
 
 scores = torch.tensor([0.5, 1.0, -0.3, 2.5, 0.1, -1.2, 3.0, 0.7], dtype=torch.float64)
 values = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], dtype=torch.float64)
+one_query = torch.ones(1, 1, dtype=torch.float64)  # (L, D) = (1, 1)
 block = 3  # keys per block: 3 + 3 + 2
 
-running_max = torch.tensor(float("-inf"), dtype=torch.float64)  # m
-running_sum = torch.tensor(0.0, dtype=torch.float64)  # l
-running_acc = torch.tensor(0.0, dtype=torch.float64)  # acc
-alphas = []
-print("block  scores               max m   alpha   sum l     acc   acc / l")
+out = torch.zeros(1, 1, dtype=torch.float64)  # no keys seen yet: output 0  (L, Dv)
+lse = torch.full((1, 1), float("-inf"), dtype=torch.float64)  # ... and lse = -inf
+old_shares = []
+print("block  scores            block lse  block out  old share   lse      out")
 for start in range(0, len(scores), block):
-    s, v = scores[start : start + block], values[start : start + block]
-    new_max = torch.maximum(running_max, s.max())
-    alpha = torch.exp(running_max - new_max)  # rescales what came before
-    p = torch.exp(s - new_max)
-    running_sum = alpha * running_sum + p.sum()
-    running_acc = alpha * running_acc + (p * v).sum()
-    running_max = new_max
-    alphas.append(alpha.item())
-    shown = " ".join(f"{x:4.1f}" for x in s)
+    keys = scores[start : start + block, None]  # (C, D) = (C, 1): q . k is the score
+    block_out, block_lse = attention_block(
+        one_query, keys, values[start : start + block, None], scale=1.0
+    )  # (1, 1) each
+    new_out, new_lse = merge_blocks(out, lse, block_out, block_lse)
+    old_share = torch.exp(lse - new_lse).item()  # the weight the earlier blocks keep
+    out, lse = new_out, new_lse
+    old_shares.append(old_share)
+    shown = " ".join(f"{x:4.1f}" for x in scores[start : start + block])
     print(
-        f"{start // block:>5}  {shown:<19}  {running_max:5.2f}  {alpha:6.3f}  "
-        f"{running_sum:6.3f}"
-        f"  {running_acc:6.3f}  {running_acc / running_sum:7.4f}"
+        f"{start // block:>5}  {shown:<16}  {block_lse.item():9.4f}  "
+        f"{block_out.item():9.4f}  {old_share:9.4f}  {lse.item():6.4f}  "
+        f"{out.item():7.4f}"
     )
 
-online = running_acc / running_sum
 reference = torch.softmax(scores, dim=0) @ values
-print(f"online: {online:.12f}   softmax over the whole row: {reference:.12f}")
-assert torch.allclose(online, reference, rtol=0, atol=1e-12)
-# the maximum grew twice
-assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1
+print(f"merged: {out.item():.12f}   softmax over the whole row: {reference:.12f}")
+print(
+    f"merged lse: {lse.item():.12f}   logsumexp of the row: {scores.logsumexp(0):.12f}"
+)
+assert torch.allclose(out, reference, rtol=0, atol=1e-12)
+assert torch.allclose(lse, scores.logsumexp(0), rtol=0, atol=1e-12)
+assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
 
 # %%
-# Before the first block nothing has been accumulated, so its :math:`\alpha` is 0. The
-# second block holds a larger score than the first, so the sum and the weighted sum
-# carried over are multiplied by the :math:`\alpha` printed on its line, below 1, before
-# the new terms are added; the third block raises the maximum again. The final
-# ``acc / l`` equals the softmax-weighted average computed from the whole row, to the
-# last digit printed. Nothing but three numbers per query was carried from one block to
-# the next.
+# Before the first block nothing has been seen, so the earlier blocks' share is 0. After
+# that each merge keeps the share ``old share`` of what came before (the fraction of the
+# merged denominator that the earlier keys hold) and gives the rest to the new block.
+# The final output equals the softmax-weighted average computed from the whole row, and
+# the final ``lse`` the log-sum-exp of the whole row, to the last digit printed. Nothing
+# but the output and the log-sum-exp of each query (here two numbers) was carried from
+# one block to the next.
+#
+# Inside, :func:`~attention.functional.attention_block` subtracts the block's largest
+# score before ``exp``, so that nothing overflows; FlashAttention's kernels carry that
+# maximum :math:`m`, the sum :math:`\ell = \sum e^{s_j - m}` and the unnormalised
+# :math:`\sum e^{s_j - m} v_j` instead, which is the same state written differently
+# (:math:`\text{lse} = m + \log \ell`). The pair (output, log-sum-exp) is the one that
+# the backward pass below needs, and the one ring attention merges as blocks of keys
+# arrive from other processes
+# (:ref:`sphx_glr_tutorials_5_scale_20_context_parallel.py`).
+#
+# .. literalinclude:: ../../../attention/functional.py
+#    :language: python
+#    :pyobject: merge_blocks
 #
 # From one row to whole tensors
 # -----------------------------
 #
 # :func:`attention.tiled_attention` runs the same loop for all queries and heads at
-# once: ``m``, ``l`` and ``acc`` become tensors with one row per query, and each block's
-# scores are a small matrix product. The queries are also taken a group of rows at a
-# time, so that one tile of scores stays in the processor's cache, and with
-# ``causal=True`` the blocks that lie entirely in a query's future are never computed:
+# once, over *tiles*: a group of query rows against a block of keys, small enough that
+# one tile of scores stays in the processor's cache. :func:`attention.tiled.tiles` lists
+# the tiles, and with ``causal=True`` leaves out those that lie entirely in the queries'
+# future. The forward pass merges each tile into the running output and log-sum-exp of
+# its rows:
 #
-# .. literalinclude:: ../../attention/functional.py
+# .. literalinclude:: ../../../attention/tiled.py
 #    :language: python
-#    :pyobject: tiled_attention
-#    :start-at: L, S = query.shape
-#    :dedent: 4
+#    :pyobject: _blockwise_forward
 #
-# (Before these lines the function checks its arguments.) Each block's sums, taken
-# against the block's own maximum, join the running ones in
-# :func:`attention.functional.online_softmax_merge`, the rescaling of the single row
-# above written for both sides:
+# and the step of every tile is the package's one block kernel:
 #
-# .. literalinclude:: ../../attention/functional.py
+# .. literalinclude:: ../../../attention/functional.py
 #    :language: python
-#    :pyobject: online_softmax_merge
-#    :start-at: m_new =
-#
-# Two details go beyond the single row. A causal block that crosses the diagonal blocks
-# its masked scores as the reference path does (:ref:`blocking-keys`), zeroing their
-# ``exp``, so a query that has not yet seen an allowed key adds nothing. And the running
-# maximum is detached from autograd: the output does not depend on it, so its gradient
-# is zero anyway, and detaching it lets the scores be overwritten in place.
+#    :pyobject: attention_block
 #
 # Exactly the reference
 # ---------------------
@@ -137,258 +156,421 @@ assert alphas[0] == 0 and 0 < alphas[1] < 1 and 0 < alphas[2] < 1
 from attention import causal_mask, scaled_dot_product_attention, tiled_attention
 
 torch.manual_seed(seed)
-for L, S, causal in [
-    (300, 300, False),
-    (300, 300, True),
-    (200, 450, True),
-    (450, 200, True),
-]:
+shapes = [(300, 300, False), (300, 300, True), (200, 450, True), (450, 200, True)]
+for L, S, causal in shapes:
     q = torch.randn(2, 4, L, 32, dtype=torch.float64, device=device)  # (N, H, L, D)
     k = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
     v = torch.randn(2, 4, S, 32, dtype=torch.float64, device=device)  # (N, H, S, D)
     mask = causal_mask(L, S, device=device) if causal else None
     expected, _ = scaled_dot_product_attention(q, k, v, mask)
-    out = tiled_attention(q, k, v, causal=causal, block_size=64)
-    error = (out - expected).abs().max().item()
+    tiled_out = tiled_attention(q, k, v, causal=causal, block_size=64)
+    error = (tiled_out - expected).abs().max().item()
     print(f"L={L} S={S} causal={causal!s:>5}: largest difference {error:.1e}")
     assert error < 1e-10
 
 # %%
-# Peak memory against the sequence length
-# ---------------------------------------
+# Peak memory, and the tool that measures it
+# ------------------------------------------
 #
-# How much memory does one call need beyond its inputs? On a GPU, PyTorch's allocator
-# keeps the peak (``torch.cuda.max_memory_allocated``). On the CPU it keeps no
-# statistics, so the measurement asks the operating system: Linux records the peak
-# resident memory of a process (``VmHWM`` in ``/proc/self/status``) and lets the process
-# reset it (writing ``5`` to ``/proc/self/clear_refs``). The peak during the call minus
-# the resident memory just before it is every byte the call touched. ``malloc_trim``
-# first hands memory freed by earlier steps back to the system, so that reused memory is
-# counted too. Elsewhere the measurement is skipped.
-
-import ctypes
-import re
-from pathlib import Path
-
-
-def _resident(field):
-    """A memory figure of this process from /proc/self/status, in bytes."""
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1)) * 1024
-
-
-def peak_memory_mib(fn, *args):
-    """Extra peak memory of ``fn(*args)`` in MiB, or None where it cannot be
-    measured."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        fn(*args)
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - before) / 2**20
-    try:
-        # return freed heap memory to the system
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        # reset the peak to the current size
-        Path("/proc/self/clear_refs").write_text("5")
-    except (OSError, AttributeError):
-        return None  # not Linux with glibc
-    before = _resident("VmRSS")
-    fn(*args)
-    return (_resident("VmHWM") - before) / 2**20
-
-
-# %%
-# Three paths, on one sequence with 4 heads of dimension 64, for lengths from 256 to
-# 4096: the reference, the tiled path (blocks of 512 keys) and PyTorch's own fused
-# kernel, ``F.scaled_dot_product_attention`` ("fused" in the tables).
+# How much memory does one call need beyond its inputs?
+# :func:`attention.measure.peak_memory` answers: on a GPU from PyTorch's allocator
+# (``torch.cuda.max_memory_allocated``); on the CPU under Linux from the process's peak
+# resident memory (``VmHWM``), which it resets just before the call, after handing the
+# memory freed by earlier steps back to the system, so that every byte the call touched
+# is counted, whoever allocated it. Elsewhere it returns ``None``.
+#
+# Three paths, on one sequence with 4 heads of dimension 64: the reference, the tiled
+# path and PyTorch's own kernel, ``F.scaled_dot_product_attention`` (``sdpa`` below).
+# Each is measured once without autograd (inference) and once as a training step: the
+# forward pass, then the gradients of the queries, keys and values. A training step's
+# peak includes those three gradients, which every path must return.
 
 import torch.nn.functional as F
+
+from attention.measure import peak_memory
+from attention.repro import num_threads
 
 paths = {
     "reference": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
     "tiled": lambda q, k, v: tiled_attention(q, k, v),
-    "fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+    "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
 }
-lengths = [256, 512, 1024, 2048, 4096]
+lengths = [256, 512, 1024, 2048]
 H, D = 4, 64
 
 
-def inputs(L):
+def inputs(L, requires_grad=False):
+    """Queries, keys and values (1, H, L, D), and the gradient of the output."""
     g = torch.Generator(device=device).manual_seed(L)
-    # (N, H, L, D)
-    return [torch.randn(1, H, L, D, device=device, generator=g) for _ in range(3)]
+    q, k, v, grad = (
+        torch.randn(1, H, L, D, device=device, generator=g) for _ in range(4)
+    )  # (N, H, L, D) each
+    return [x.requires_grad_(requires_grad) for x in (q, k, v)], grad
 
 
-threads = torch.get_num_threads()
+def inference(fn, L):
+    (q, k, v), _ = inputs(L)
+    with torch.no_grad():
+        return peak_memory(fn, q, k, v, device=device)
+
+
+def training(fn, L):
+    (q, k, v), grad = inputs(L, requires_grad=True)
+    return peak_memory(
+        lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), grad), device=device
+    )
+
+
+measured = peak_memory(lambda: None, device=device) is not None
+memory = {}
 # Memory does not depend on the number of threads, and with one thread the tiled loop's
-# many small steps never wait for each other when other programs share the cores.
-torch.set_num_threads(1)
-with torch.no_grad():
-    for fn in paths.values():
-        fn(*inputs(64))  # the first call of each path sets up libraries: not counted
-    memory = {
-        name: [peak_memory_mib(fn, *inputs(L)) for L in lengths]
-        for name, fn in paths.items()
-    }
-torch.set_num_threads(threads)
-
-measured = memory["reference"][0] is not None
-
-
-def out_and_tile_mib(L, block_size=512):
-    """
-    What the tiled path must hold, by count: the output and one tile of scores, in MiB.
-    """
-    # the query rows of one tile (see tiled_attention)
-    rows = min(L, 2**17 // block_size)
-    return (H * L * D + H * rows * min(block_size, L)) * 4 / 2**20
-
-
+# many small steps never wait for each other when other programs share the cores. The
+# reference goes last: the memory its large blocks leave to the allocator would be
+# counted again by the small paths' peaks.
+with num_threads(1):
+    for mode in (inference, training) if measured else ():
+        for fn in paths.values():
+            _ = mode(fn, 64)  # the first call sets up libraries: not counted
+    for name in ("tiled", "sdpa", "reference") if measured else ():
+        for mode in (inference, training):
+            memory[mode.__name__, name] = [
+                mode(paths[name], L) / 2**20 for L in lengths
+            ]
 if measured:
     print(f"extra peak memory in MiB on {device} (float32, N = 1, H = {H}, D = {D})")
-    print("    L   scores  out+tile  " + "  ".join(f"{name:>9}" for name in paths))
-    for i, L in enumerate(lengths):
-        scores_mib = H * L * L * 4 / 2**20
-        row = "  ".join(f"{memory[name][i]:9.1f}" for name in paths)
-        print(f"{L:>5}  {scores_mib:7.1f}  {out_and_tile_mib(L):8.1f}  {row}")
-    growth = memory["reference"][-1] / memory["reference"][-2]
-    print(
-        f"from L = {lengths[-2]} to {lengths[-1]}, the reference's memory grew "
-        f"{growth:.1f}x"
-    )
+    print("                    " + "".join(f"{f'L = {L}':>10}" for L in lengths))
+    for mode in ("inference", "training"):
+        for name in paths:
+            mib = memory[mode, name]
+            print(f"{mode:>9} {name:>9}" + "".join(f"{x:10.1f}" for x in mib))
 else:
     print("peak memory needs Linux or a CUDA GPU; not measured here")
 
 # %%
-# The ``scores`` column is the size of one (H, L, L) matrix of scores. The reference
-# needs about twice that (the scores, then the weights), so its memory grows fourfold
-# each time L doubles (the last line above). The tiled path needs the output, which
-# grows with L, and one tile of scores, which does not: the ``out+tile`` column counts
-# those bytes. The measured column sits above that count (the temporaries of a tile, and
-# the noise of measuring a whole process) and grows far more slowly than the
-# reference's; at the shortest length, where one block holds every key, the tiled path
-# saves nothing. What the table shows is the gap at the long lengths: there the tiled
-# path stays at a few percent of the reference (checked for the longest). Torch's
-# kernel, the same idea written in C++, behaves the same way.
+# Without autograd (the ``inference`` rows), the reference holds the scores and then
+# the weights, two :math:`(H, L, L)` matrices, so its memory grows about fourfold each
+# time L doubles; the tiled path needs its output, which grows with L, and one tile of
+# scores, which does not; PyTorch's kernel, the same idea in C++, behaves the same way.
+#
+# With autograd (the ``training`` rows), the reference keeps its weights for the
+# backward pass and builds their gradient there: it grows about fourfold per doubling
+# too. The tiled path stays a small fraction of it in training as well, for a reason
+# the next sections take apart: a plain loop over tiles, run through autograd, would
+# not. (These peaks are measured inside one process that has run many other things, so
+# a few MiB of them are the allocator's; ``make bench`` measures each case in a fresh
+# process, at the lengths 1024 to 4096.)
 
 # sphinx_gallery_start_ignore
 if measured:
-    scores_last = H * lengths[-1] ** 2 * 4 / 2**20
-    ratio = memory["reference"][-1] / scores_last
-    # scores, weights
-    claim("reference memory / one score matrix", ratio, above=1.5, below=3)
-    # quadratic: 4x
-    claim("reference memory growth per doubling", growth, above=3, below=5)
-    for name in ("tiled", "fused"):
-        largest = max(memory[name])
+    last = lengths[-1]
+    scores_mib = H * last**2 * 4 / 2**20
+    for mode in ("inference", "training"):
+        reference_mib = memory[mode, "reference"]
         claim(
-            f"{name}: memory / the reference's",
-            largest / memory["reference"][-1],
-            below=0.15,
+            f"{mode}: reference memory growth from L = {lengths[-2]} to {last}",
+            reference_mib[-1] / reference_mib[-2],
+            above=2.5,
+            below=5,
         )
-        claim(
-            f"{name}: memory / (8 out+tile + 16 MiB)",
-            largest / (8 * out_and_tile_mib(lengths[-1]) + 16),
-            below=1,
-        )
+        for name in ("tiled", "sdpa"):
+            claim(
+                f"{mode}: {name} memory / the reference's at L = {last}",
+                memory[mode, name][-1] / reference_mib[-1],
+                below=0.15 if mode == "inference" else 0.25,  # training: 0.13-0.15 seen
+            )
+    claim(
+        "inference: reference memory / one score matrix",
+        memory["inference", "reference"][-1] / scores_mib,
+        above=1.5,
+        below=3,
+    )
 # sphinx_gallery_end_ignore
 
 import matplotlib.pyplot as plt
 
-
-def plot_against_length(lengths, values, ylabel, title):
-    """One line per path: ``values[name]`` against the sequence length, on log-log
-    axes."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-    for name, marker in zip(paths, "osd", strict=True):
-        ax.plot(lengths, values[name], marker=marker, label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(L) for L in lengths])
-    ax.set_yscale("log")
-    ax.set_xlabel("sequence length L = S")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-
-
 if measured:
-    plot_against_length(
-        lengths,
-        memory,
-        "extra peak memory (MiB)",
-        f"Peak memory of one attention call ({device}, H = {H}, float32)",
-    )
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True, layout="constrained")
+    for ax, mode in zip(axes, ("inference", "training"), strict=True):
+        for name, marker in zip(paths, "osd", strict=True):
+            ax.plot(lengths, memory[mode, name], marker=marker, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(L) for L in lengths])
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length L = S")
+        ax.set_title("no autograd" if mode == "inference" else "forward + backward")
+    axes[0].set_ylabel("extra peak memory (MiB)")
+    axes[0].legend()
+    _ = fig.suptitle(f"Peak memory of one attention call ({device}, H = {H}, float32)")
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
-# reference's line has a slope of about 2, the block-wise ones a much smaller one, and
-# at the longest length the reference sits far above them (the table gives the numbers).
+# reference's lines have a slope of about 2 in both panels, the block-wise ones a much
+# smaller one, and at the longest length the reference sits far above them.
 #
-# Time against the sequence length
-# --------------------------------
+# What autograd would keep
+# ------------------------
 #
-# Keeping memory small must not cost much time. The tiled path does the same matrix
-# products as the reference and a few more elementwise passes, in a Python loop over
-# tiles; the fused kernel does the same work in compiled code. The times below are
-# medians of repeated calls, measured with ``torch.utils.benchmark`` (on a GPU it
-# synchronises around each measurement).
-
-from torch.utils import benchmark
-
-
-def median_ms(fn, *args):
-    """Median time of ``fn(*args)`` in milliseconds, over at least 0.2 s of calls."""
-    timer = benchmark.Timer("fn(*args)", globals={"fn": fn, "args": args})
-    return timer.blocked_autorange(min_run_time=0.2).median * 1e3
+# Autograd records every operation of the forward pass with the tensors its backward
+# needs: ``weights @ value`` keeps ``weights``, the softmax keeps its output, and so
+# on. A *saved-tensors hook* (``torch.autograd.graph.saved_tensors_hooks``) sees each
+# tensor as it is saved, which lets us add up what a forward pass leaves behind for the
+# backward, beyond its own inputs. Three candidates at L = 1024: the reference path; the
+# same online softmax as :func:`attention.tiled_attention`, written as a plain loop of
+# :func:`~attention.functional.attention_block` and
+# :func:`~attention.functional.merge_blocks` over blocks of 256 keys and left to
+# autograd; and :func:`attention.tiled_attention` itself.
 
 
-timing_lengths = [256, 512, 1024, 2048]
-with torch.no_grad():
-    times = {
-        name: [median_ms(fn, *inputs(L)) for L in timing_lengths]
-        for name, fn in paths.items()
-    }
+def online_attention(q, k, v, block_size):
+    """The online softmax over blocks of keys, all queries at once: the output and the
+    log-sum-exp of every row, with autograd recording every step."""
+    out = q.new_zeros((*q.shape[:-1], v.shape[-1]))  # (N, H, L, Dv)
+    lse = q.new_full((*q.shape[:-1], 1), float("-inf"))  # (N, H, L, 1)
+    for start in range(0, k.shape[-2], block_size):
+        keys = slice(start, start + block_size)
+        block = attention_block(
+            q, k[..., keys, :], v[..., keys, :], scale=q.shape[-1] ** -0.5
+        )  # (N, H, L, Dv), (N, H, L, 1)
+        out, lse = merge_blocks(out, lse, *block)
+    return out, lse
 
-print(f"median time in ms on {device}, float32, torch {torch.__version__}")
-print("    L  " + "  ".join(f"{name:>9}" for name in paths) + "  tiled / fused")
-for i, L in enumerate(timing_lengths):
-    row = "  ".join(f"{times[name][i]:9.2f}" for name in paths)
-    ratio = times["tiled"][i] / times["fused"][i]
-    print(f"{L:>5}  {row}  {ratio:13.2f}")
 
-plot_against_length(
-    timing_lengths,
-    times,
-    "median time per call (ms)",
-    f"Time of one attention call ({device}, H = {H}, float32)",
+def saved_mib(fn, *inputs):
+    """MiB that autograd saves for the backward of ``fn(*inputs)``, inputs excluded."""
+    own = {x.untyped_storage().data_ptr() for x in inputs}
+    saved = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in own:  # each storage counted once
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    return sum(saved.values()) / 2**20
+
+
+(q, k, v), _ = inputs(1024, requires_grad=True)
+weights_mib = H * 1024 * 1024 * 4 / 2**20
+kept = {
+    "reference path": saved_mib(paths["reference"], q, k, v),
+    "the loop, through autograd": saved_mib(
+        lambda q, k, v: online_attention(q, k, v, 256)[0], q, k, v
+    ),
+    "tiled_attention": saved_mib(paths["tiled"], q, k, v),
+}
+print(
+    f"saved for the backward at L = 1024, H = {H} (the (H, L, S) weights: "
+    f"{weights_mib:.0f} MiB)"
 )
+for name, mib in kept.items():
+    print(f"  {name:<27} {mib:7.2f} MiB  ({mib / weights_mib:5.1%} of the weights)")
+
+# sphinx_gallery_start_ignore
+assert kept["the loop, through autograd"] >= weights_mib
+assert kept["reference path"] >= weights_mib
+# exactly the output, (N, H, L, Dv), and the log-sum-exp, (N, H, L, 1)
+assert abs(kept["tiled_attention"] - H * 1024 * (D + 1) * 4 / 2**20) < 1e-9
+# sphinx_gallery_end_ignore
 
 # %%
-# The three paths do the same :math:`O(L^2)` work; they differ in memory and in how fast
-# each operation runs. The last column compares the Python loop with PyTorch's compiled
-# kernel on this machine, in this run. ``torch.utils.benchmark``'s ``Timer`` runs
-# single-threaded unless told otherwise, so the figure compares the code, not how it
-# shares the cores; the benchmark harness (``make bench``) times the same comparison
-# with every core.
+# The reference keeps its weights (and the scaled queries). The loop that never held
+# more than one tile of scores at a time keeps every tile's exponentiated scores for the
+# backward of ``p @ value``, which together are the :math:`(L, S)` matrix again, and for
+# every block a copy of the scaled queries and the block's output besides: under
+# autograd the online softmax saves nothing, here it keeps more than the reference.
+# :func:`attention.tiled_attention` keeps exactly its output, :math:`(L, D_v)` per
+# head, and one log-sum-exp per query row, :math:`(D_v + 1) / S` of the weights' size,
+# because it brings its own backward pass: a ``torch.autograd.Function``, whose forward
+# saves only what the backward below needs:
+#
+# .. literalinclude:: ../../../attention/tiled.py
+#    :language: python
+#    :pyobject: _BlockwiseAttention.forward
+#
+# The log-sum-exp trick
+# ---------------------
+#
+# Why is the log-sum-exp of each row enough? The weights of a row are
+# :math:`P_{ij} = e^{s_{ij}} / \sum_k e^{s_{ik}} = e^{s_{ij} - \text{lse}_i}`: with the
+# row's log-sum-exp known, any tile of weights comes back exactly from that tile's
+# scores alone, without the rest of the row. Here one tile (rows 256 to 383, keys 512 to
+# 767) is recomputed from the ``lse`` that the online softmax returned, and compared
+# with the reference's weights, in float64:
+
+q64, k64, v64 = (x.detach().double().cpu() for x in (q, k, v))
+with torch.no_grad():
+    out64, lse64 = online_attention(q64, k64, v64, 256)
+    _, weights64 = scaled_dot_product_attention(q64, k64, v64)  # (N, H, L, S)
+rows, cols = slice(256, 384), slice(512, 768)
+scale = D**-0.5
+# (N, H, R, D) @ (N, H, D, C) -> (N, H, R, C)
+tile_scores = (q64[..., rows, :] * scale) @ k64[..., cols, :].transpose(-2, -1)
+tile_weights = torch.exp(tile_scores - lse64[..., rows, :])  # (N, H, R, C)
+recompute_error = (tile_weights - weights64[..., rows, cols]).abs().max().item()
+print(f"one tile of weights from its scores and the rows' lse: {recompute_error:.1e}")
+assert recompute_error < 1e-14
+
+# %%
+# The backward in a few lines
+# ---------------------------
+#
+# Write the forward as :math:`S = \text{scale} \cdot Q K^\top`,
+# :math:`P = \text{softmax}(S)` row by row, :math:`O = P V`, and let :math:`dO` be the
+# gradient of the loss with respect to :math:`O`. The chain rule gives
+#
+# .. math::
+#
+#    dV = P^\top dO, \qquad dP = dO\, V^\top, \qquad
+#    dS_{ij} = P_{ij} \Big(dP_{ij} - \sum_k P_{ik}\, dP_{ik}\Big),
+#
+# the last from the softmax's Jacobian. The sum over :math:`k` runs over the whole row,
+# which seems to need every tile at once. It does not:
+#
+# .. math::
+#
+#    \sum_k P_{ik}\, dP_{ik} = \sum_k P_{ik}\, (dO_i \cdot v_k)
+#    = dO_i \cdot \sum_k P_{ik}\, v_k = dO_i \cdot O_i =: \delta_i ,
+#
+# one number per row, made of the output and its gradient, both of size
+# :math:`(L, D_v)`. Then :math:`dQ = \text{scale} \cdot dS\, K` and
+# :math:`dK = \text{scale} \cdot dS^\top Q`. Numerically, on the float64 problem above:
+
+g = torch.Generator().manual_seed(seed)
+grad_out64 = torch.randn(out64.shape, dtype=torch.float64, generator=g)  # (N, H, L, Dv)
+grad_weights = grad_out64 @ v64.transpose(-2, -1)  # dP: (N, H, L, Dv) @ (N, H, Dv, S)
+from_weights = (weights64 * grad_weights).sum(-1)  # needs (L, S): (N, H, L)
+from_output = (grad_out64 * out64).sum(-1)  # needs (L, Dv): (N, H, L)
+delta_error = (from_weights - from_output).abs().max().item()
+print(f"rowsum(P * dP) against rowsum(dO * O): largest difference {delta_error:.1e}")
+print(
+    f"  (H, L, S) numbers for the first: {weights64[0].numel():,}; (H, L, Dv) for the "
+    f"second: {out64[0].numel():,}"
+)
+assert delta_error < 1e-10
+
+# %%
+# So each tile's share of the gradients needs only its own queries, keys and values,
+# the rows' ``lse`` and :math:`\delta`, and the rows' :math:`dO`: the tile's weights are
+# recomputed, used, and dropped. That is the backward pass of FlashAttention
+# :cite:p:`dao2022`, one tile at a time, in
+# :func:`attention.functional.attention_block_backward`:
+#
+# .. literalinclude:: ../../../attention/functional.py
+#    :language: python
+#    :pyobject: attention_block_backward
+#
+# and :func:`attention.tiled_attention`'s backward walks the tiles of the forward pass,
+# adding each tile's share into the gradients of its rows and of its keys:
+#
+# .. literalinclude:: ../../../attention/tiled.py
+#    :language: python
+#    :pyobject: _BlockwiseAttention.backward
+#
+# The price is arithmetic: the scores of every tile are computed twice, once in each
+# pass (exercise 4 counts it). In float64 the gradients equal the reference's to
+# rounding, with and without the causal mask, on lengths the tiles do not divide:
+
+for L, S, causal in shapes:
+    g = torch.Generator(device=device).manual_seed(L + S)
+    q, k, v = (
+        torch.randn(
+            2, 4, n, 32, dtype=torch.float64, device=device, generator=g
+        ).requires_grad_()
+        for n in (L, S, S)
+    )  # (N, H, L or S, D)
+    grad = torch.randn(2, 4, L, 32, dtype=torch.float64, device=device, generator=g)
+    mask = causal_mask(L, S, device=device) if causal else None
+    expected = torch.autograd.grad(
+        scaled_dot_product_attention(q, k, v, mask)[0], (q, k, v), grad
+    )
+    got = torch.autograd.grad(
+        tiled_attention(q, k, v, causal=causal, block_size=64), (q, k, v), grad
+    )
+    errors = [(a - b).abs().max().item() for a, b in zip(got, expected, strict=True)]
+    print(
+        f"L={L} S={S} causal={causal!s:>5}: largest difference in dQ, dK, dV "
+        + ", ".join(f"{e:.1e}" for e in errors)
+    )
+    assert max(errors) < 1e-10
+
+# %%
+# Time, in the same rounds
+# ------------------------
+#
+# Memory is what this path saves; time is what it costs. The three paths, timed by
+# :func:`attention.measure.compare` in interleaved rounds at L = 1024 (one thread, so
+# that other programs on the machine do not make the threads wait for each other),
+# without autograd and as a training step. The ratios to ``sdpa`` are taken round by
+# round: a ratio that moves from round to round is the machine's noise.
+
+from attention.measure import compare, device_description, round_ratios
+
+(q, k, v), grad = inputs(1024, requires_grad=True)
+
+
+def timed_step(fn, mode):
+    if mode == "inference":
+
+        def call():
+            with torch.no_grad():
+                return fn(q, k, v)
+
+        return call
+    return lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), grad)
+
+
+with num_threads(1):
+    print(device_description(device, torch.float32), f"L = S = 1024, H = {H}, D = {D}")
+    for mode in ("inference", "training"):
+        timings = compare(
+            {name: timed_step(fn, mode) for name, fn in paths.items()},
+            rounds=3,
+            min_run_time=0.1,
+            device=device,
+        )
+        for name, timing in timings.items():
+            ratios = round_ratios(timing, timings["sdpa"])
+            print(
+                f"  {mode:>9} {name:>9}: {timing}; / sdpa, round by round: "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+            )
+
+# %%
+# The three paths do the same :math:`O(L^2)` multiplications, except that in training
+# the tiled path and PyTorch's kernel, whose CPU backward is FlashAttention's too,
+# compute :math:`QK^\top` a second time instead of keeping the weights. They differ in
+# memory and in how fast each operation runs: the tiled path is a Python loop of
+# ordinary PyTorch operations, each of which reads and writes a whole tile of scores in
+# memory; PyTorch's kernel runs the same loop in C++, keeping each tile's scores in a
+# small buffer that stays in the cache. The ratios above say what that costs on this
+# machine, in this run. ``make bench`` measures the same comparison at L = 1024 to 4096
+# with every core, each path's memory in a fresh process.
 #
 # What to remember
 # ----------------
 #
-# - Softmax does not need the whole row at once: a running maximum, a running sum and a
-#   rescaling factor :math:`e^{m_\text{old} - m_\text{new}}` give exactly the same
-#   result, one block of keys at a time.
-# - Attention computed that way never holds the :math:`(L, S)` scores: it needs the
-#   output (which grows with L) and one tile, instead of :math:`L^2` scores, for the
-#   same number of operations.
-# - This is the idea inside the fused kernels (FlashAttention :cite:p:`dao2022`, and its
-#   CPU counterpart) that ``F.scaled_dot_product_attention`` runs;
-#   :func:`attention.tiled_attention` shows it in plain PyTorch, exact against
-#   :func:`attention.scaled_dot_product_attention`.
+# - Softmax does not need the whole row at once: a block of keys is summarised by its
+#   output and the log-sum-exp of its scores, and two summaries merge exactly
+#   (:func:`~attention.functional.merge_blocks`), in any order.
+# - Attention computed that way never holds the :math:`(L, S)` scores in the forward
+#   pass. Under autograd that is not enough: the backward would keep every tile's
+#   weights, the whole matrix again.
+# - FlashAttention's backward keeps only the output and one log-sum-exp per row: each
+#   tile's weights come back as :math:`e^{S - \text{lse}}`, and the softmax's
+#   row sum :math:`\sum_k P_{ik}\,dP_{ik}` equals :math:`dO_i \cdot O_i`. Training
+#   memory then grows like the output, linearly in L, for one more :math:`QK^\top` of
+#   arithmetic.
+# - :func:`attention.tiled_attention` does both passes in plain PyTorch, exact against
+#   :func:`attention.scaled_dot_product_attention`; it has first derivatives only.
 #
 # API used on this page: :func:`attention.tiled_attention`,
-# :func:`attention.scaled_dot_product_attention` and :func:`attention.causal_mask`.
+# :func:`attention.functional.attention_block`,
+# :func:`attention.functional.merge_blocks`,
+# :func:`attention.functional.attention_block_backward`,
+# :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask`,
+# :func:`attention.measure.peak_memory` and :func:`attention.measure.compare`.
 
 # %%
 # Exercises
@@ -396,56 +578,49 @@ plot_against_length(
 #
 # 1. **Any block size, any order.** Run the online softmax of the first section on the
 #    same 8 scores and values with blocks of 1 to 8 keys, and with the blocks taken
-#    last to first, merging each block with
-#    :func:`attention.functional.online_softmax_merge`. Does the result change?
+#    last to first. Does the result change?
 # 2. **Two parts, merged.** Ring attention gives each process part of the keys. Split
 #    the keys and values of a float64 ``(2, 4, 300, 32)`` problem into the first 100
-#    and the other 200, compute each part's maximum, sum and weighted sum, merge them,
-#    and compare with :func:`attention.scaled_dot_product_attention`.
+#    and the other 200, compute each part's output and log-sum-exp with
+#    :func:`~attention.functional.attention_block`, merge them, and compare with
+#    :func:`attention.scaled_dot_product_attention`.
 # 3. **What causal skipping saves.** With ``L = S = 1024`` and ``block_size=256``,
-#    ``tiled_attention`` takes the queries 512 rows at a time. Predict the fraction of
-#    the non-causal matrix-product work that ``causal=True`` does, then count both with
-#    ``torch.utils.flop_counter.FlopCounterMode``. Why is it not one half?
+#    :func:`attention.tiled_attention` takes the queries 256 rows at a time. Predict
+#    the fraction of the non-causal matrix-product work that ``causal=True`` does, then
+#    count both with ``torch.utils.flop_counter.FlopCounterMode``. Why is it not one
+#    half?
+# 4. **The price of recomputing.** Count the matrix-product operations of one training
+#    step (forward and backward) of the reference path and of
+#    :func:`attention.tiled_attention` with ``FlopCounterMode``, and explain the ratio
+#    from the formulas of the backward.
 
 # %%
 # .. solution 1
 #
 # Every split and every order gives the softmax-weighted average of the whole row to
-# float64 rounding: the result does not depend on the order in which the keys arrive.
-
-from attention.functional import online_softmax_merge
-
-
-def part_sums(s, v):
-    """What a part of the keys contributes: the maximum of its scores ``s`` (*, L, B),
-    the sum of exp(s - max), and that sum times the values ``v`` (*, B, Dv)."""
-    m = s.amax(-1, keepdim=True)  # (*, L, 1)
-    e = (s - m).exp()  # (*, L, B)
-    return m, e.sum(-1, keepdim=True), e @ v  # (*, L, B) @ (*, B, Dv) -> (*, L, Dv)
-
+# float64 rounding: merging is commutative and associative, so the result does not
+# depend on the order in which the keys arrive.
 
 gaps = {}
 for size in range(1, len(scores) + 1):
     for reverse in (False, True):
         starts = list(range(0, len(scores), size))[:: -1 if reverse else 1]
-        running = (
-            torch.full((1,), float("-inf"), dtype=torch.float64),  # m
-            torch.zeros(1, dtype=torch.float64),  # l
-            torch.zeros(1, dtype=torch.float64),  # acc
-        )
+        out = torch.zeros(1, 1, dtype=torch.float64)
+        lse = torch.full((1, 1), float("-inf"), dtype=torch.float64)
         for start in starts:
-            block_slice = slice(start, start + size)
-            block_parts = part_sums(scores[block_slice], values[block_slice])
-            running = online_softmax_merge(*running, *block_parts)
-        _, running_sum, running_acc = running
-        gaps[size, reverse] = (running_acc / running_sum - reference).abs().item()
+            part = slice(start, start + size)
+            block = attention_block(
+                one_query, scores[part, None], values[part, None], scale=1.0
+            )
+            out, lse = merge_blocks(out, lse, *block)
+        gaps[size, reverse] = (out - reference).abs().item()
 print(f"largest difference from the whole-row softmax: {max(gaps.values()):.1e}")
 assert max(gaps.values()) < 1e-12
 
 # %%
 # .. solution 2
 #
-# The merge rescales both parts to the larger maximum and adds them: the result is
+# The merge gives each part its share of the common denominator: the result is
 # attention over all 300 keys, whichever part holds the largest score.
 
 g = torch.Generator(device=device).manual_seed(seed)
@@ -453,12 +628,10 @@ q, k, v = (
     torch.randn(2, 4, 300, 32, dtype=torch.float64, device=device, generator=g)
     for _ in range(3)
 )  # (N, H, L, D) each
-# (N, H, L, D) @ (N, H, D, S) -> (N, H, L, S)
-all_scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-first = part_sums(all_scores[..., :100], v[..., :100, :])  # keys 0 to 99
-second = part_sums(all_scores[..., 100:], v[..., 100:, :])  # keys 100 to 299
-_, merged_sum, merged_acc = online_softmax_merge(*first, *second)
-merged = merged_acc / merged_sum  # (N, H, L, D)
+scale = q.shape[-1] ** -0.5
+first = attention_block(q, k[..., :100, :], v[..., :100, :], scale=scale)
+second = attention_block(q, k[..., 100:, :], v[..., 100:, :], scale=scale)
+merged, _ = merge_blocks(*first, *second)  # (N, H, L, D)
 expected, _ = scaled_dot_product_attention(q, k, v)
 print(f"merged parts against the reference: {(merged - expected).abs().max():.1e}")
 assert torch.allclose(merged, expected, rtol=0, atol=1e-12)
@@ -466,30 +639,51 @@ assert torch.allclose(merged, expected, rtol=0, atol=1e-12)
 # %%
 # .. solution 3
 #
-# The first 512 queries need only the keys up to 511, so 2 of the 4 key blocks; the
-# second 512 need all 4: 6 blocks instead of 8, three quarters of the work. Skipping
-# works by whole blocks for a whole group of queries, and the blocks that cross the
-# diagonal are computed in full, then masked; smaller blocks and groups get closer to
-# one half.
+# The 16 tiles are 256 rows by 256 keys. For the rows of the :math:`g`-th group, the
+# key blocks before theirs are computed in full, the block on the diagonal is computed
+# in full and then masked, and the blocks after it are skipped: 4 + 3 + 2 + 1 = 10 of
+# the 16 tiles, five eighths of the work. The masked half of each diagonal tile is the
+# difference from one half; smaller tiles get closer to it.
 
 from torch.utils.flop_counter import FlopCounterMode
 
 q, k, v = (torch.randn(1, 1, 1024, 8, device=device, generator=g) for _ in range(3))
 flop = {}
-torch.set_num_threads(1)  # many small steps: one thread waits for no other
-for causal in (False, True):
-    with FlopCounterMode(display=False) as counter:
-        _ = tiled_attention(q, k, v, causal=causal, block_size=256)
-    flop[causal] = counter.get_total_flops()
-torch.set_num_threads(threads)
+with num_threads(1):  # many small steps: one thread waits for no other
+    for causal in (False, True):
+        with FlopCounterMode(display=False) as counter:
+            _ = tiled_attention(q, k, v, causal=causal, block_size=256)
+        flop[causal] = counter.get_total_flops()
 print(
     f"matrix-product operations: {flop[False]:,} without the mask, {flop[True]:,} "
     f"with it; causal / full = {flop[True] / flop[False]}"
 )
-assert flop[True] * 4 == flop[False] * 3
+assert flop[True] * 8 == flop[False] * 5
 
 # %%
-# Next: the decoder half of the Transformer, a model that predicts the next token, in
-# :ref:`sphx_glr_tutorials_14_decoder_induction_heads.py`.
+# .. solution 4
+#
+# The reference does 2 products forward (:math:`QK^\top`, :math:`PV`) and 4 backward
+# (:math:`dV`, :math:`dP`, :math:`dQ`, :math:`dK`), each :math:`2LSD` per head; the
+# tiled path does the same 6 and recomputes :math:`QK^\top` in the backward: 7 / 6.
+
+q, k, v = (x.requires_grad_() for x in (q, k, v))
+grad = torch.randn(1, 1, 1024, 8, device=device, generator=g)
+step_flop = {}
+for name in ("reference", "tiled"):
+    with FlopCounterMode(display=False) as counter:
+        _ = torch.autograd.grad(paths[name](q, k, v), (q, k, v), grad)
+    step_flop[name] = counter.get_total_flops()
+print(
+    f"one training step: reference {step_flop['reference']:,}, tiled "
+    f"{step_flop['tiled']:,} operations; tiled / reference = "
+    f"{step_flop['tiled'] / step_flop['reference']:.4f}"
+)
+assert step_flop["tiled"] * 6 == step_flop["reference"] * 7
+
+# %%
+# Previous: :ref:`sphx_glr_tutorials_5_scale_17_performance.py`. Next: masks written as
+# functions, and a kernel that skips the tiles they exclude, in
+# :ref:`sphx_glr_tutorials_5_scale_19_flex_attention.py`.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -2,62 +2,69 @@
 Masks as functions, and FlexAttention
 =====================================
 
-.. prerequisites:: 05_masks 13_memory_efficient
+.. prerequisites:: 05_masks 18_memory_efficient
 
-The masks of :ref:`sphx_glr_tutorials_05_masks.py` are bool matrices: one entry per
-query and key. Every mask in use today also has a short *rule* behind it: a query sees
-the keys before it, or the last few of them, or the keys of its own document. PyTorch's
-FlexAttention :cite:p:`dong2024` (``torch.nn.attention.flex_attention``) takes the rule
-itself, as a Python function of the indices, and turns it into a kernel that skips every
-block of keys the rule excludes.
+The masks of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` are bool matrices: one
+entry per query and key. Every mask in use today also has a short *rule* behind it: a
+query sees the keys before it, or the last few of them, or the keys of its own document.
+This package writes each rule once, and PyTorch's FlexAttention :cite:p:`dong2024`
+(``torch.nn.attention.flex_attention``) takes the rule itself, as a Python function of
+the indices, and turns it into a kernel that skips every block of keys the rule
+excludes.
 
-This page writes four masks as such functions (causal, sliding window, packed documents
-and prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
+This page shows four masks as such rules (causal, sliding window, packed documents and
+prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
 against the bool mask or additive bias it replaces, in float64, shows how FlexAttention
-finds the blocks to skip, and measures what skipping saves for a sliding window as the
-sequence grows. ALiBi is introduced with the other position schemes in
-:ref:`sphx_glr_tutorials_16_positions.py`.
+finds the blocks to skip, walks those blocks with the package's online softmax, and
+measures what skipping saves for a sliding window as the sequence grows. ALiBi is
+introduced with the other position schemes in
+:ref:`sphx_glr_tutorials_4_generation_14_positions.py`.
 """
 
 # %%
-# A mask is a function of four indices
-# ------------------------------------
+# A mask is a rule, written once
+# ------------------------------
 #
-# FlexAttention asks for a ``mask_mod(b, h, q_idx, kv_idx)``: given a batch element, a
-# head, a query index and a key index, return ``True`` if that query may attend to that
-# key (the polarity of this package). :mod:`attention.flex` writes the package's masks
-# this way. The causal mask is one comparison:
+# Each structured mask of :mod:`attention.masks` is written once, as a *predicate* of a
+# query position ``q`` and a key position ``k``: integer tensors in, a bool tensor out
+# (``True`` = may attend, the polarity of this package), with broadcasting operations
+# only. The causal predicate, met in
+# :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`, is ``k <= q``. The others take a
+# parameter and return the predicate. A sliding window keeps the ``window`` most recent
+# keys, the query's own included, and a prefix-LM lets every query also see the first
+# ``prefix`` keys:
 #
-# .. literalinclude:: ../../attention/flex.py
-#    :language: python
-#    :pyobject: causal
-#    :start-at: return
-#
-# The others take a parameter and return the function (FlexAttention's ``mask_mod`` has
-# no room for one). A sliding window keeps the ``window`` most recent keys, the query's
-# own included:
-#
-# .. literalinclude:: ../../attention/flex.py
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: sliding_window
-#    :start-at: def sliding_window_mask_mod
 #
-# Packed documents look the document of each index up in a table, and a prefix-LM lets
-# every query see the first ``prefix`` keys:
-#
-# .. literalinclude:: ../../attention/flex.py
-#    :language: python
-#    :pyobject: document
-#    :start-at: def document_mask_mod
-#
-# .. literalinclude:: ../../attention/flex.py
+# .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: prefix_lm
-#    :start-at: def prefix_lm_mask_mod
 #
-# Only broadcasting operations appear in them, so a ``mask_mod`` called on a column of
-# query indices and a row of key indices builds the whole matrix at once. Each one
-# equals the bool mask built by :mod:`attention.masks`:
+# (Packed documents, :func:`attention.masks.document`, look the document of each
+# position up in a table and compare.) A dense mask is the predicate evaluated on an
+# index grid: a column of query positions against a row of key positions, broadcast to
+# ``(L, S)``. ``causal_mask(L, S)`` is ``_grid(causal, L, S, device)``, and
+# ``sliding_window_mask`` and ``prefix_lm_mask`` are the same call on their predicates:
+#
+# .. literalinclude:: ../../../attention/masks.py
+#    :language: python
+#    :pyobject: _grid
+#
+# FlexAttention asks for the rule itself, as a
+# ``mask_mod(b, h, q_idx, kv_idx)``: given a batch element, a head, a query index and a
+# key index, return ``True`` if that query may attend to that key. :mod:`attention.flex`
+# wraps each predicate of :mod:`attention.masks` with the ``b`` and ``h`` it does not
+# use (and the position of the first query, for queries that come after cached keys):
+#
+# .. literalinclude:: ../../../attention/flex.py
+#    :language: python
+#    :pyobject: sliding_window
+#
+# So there is one rule per mask, and the dense mask and the ``mask_mod`` are two ways of
+# evaluating it. Called on a column of query indices and a row of key indices, each
+# ``mask_mod`` builds the same matrix as :mod:`attention.masks`:
 
 import torch
 
@@ -73,28 +80,6 @@ from attention.repro import default_device, seed_everything
 seed = seed_everything()  # ATTENTION_SEED, default 0
 device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
 print(f"torch {torch.__version__} on {device}, seed {seed}")
-
-# Compiling FlexAttention takes a while: a separate process starts on it now, and the
-# section "Compiling" at the end of the page collects what it measured.
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-
-roots = [p for p in (Path.cwd(), Path.cwd().parent) if (p / "benchmarks").is_dir()]
-compilers = [c for c in ("c++", "g++", "clang++") if shutil.which(c)]
-compile_job, job_errors, job_start = None, tempfile.TemporaryFile(), time.monotonic()
-if roots and compilers:
-    compile_job = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.flex", "4096", "4", "64", "128"],  # L H D W
-        cwd=roots[0],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=job_errors,
-        text=True,
-    )
 
 L, window, lengths, prefix = 16, 4, [5, 7, 4], 6
 q_idx = torch.arange(L, device=device)[:, None]  # (L, 1)
@@ -115,7 +100,7 @@ masks = {
     ),
 }
 for name, (mask_mod, mask) in masks.items():
-    from_function = mask_mod(0, 0, q_idx, kv_idx)  # (L, L)
+    from_function = mask_mod(0, 0, q_idx, kv_idx)  # (L, 1) vs (L,) -> (L, L)
     assert torch.equal(from_function, mask)
     print(f"{name:<22} {int(mask.sum()):>3} of {L * L} pairs may attend")
 
@@ -195,20 +180,24 @@ for name, (mask_mod, mask) in masks.items():
 #
 # The second hook, ``score_mod(score, b, h, q_idx, kv_idx)``, rewrites each scaled score
 # before the softmax. ALiBi :cite:p:`press2022` subtracts a per-head slope times the
-# distance; the same numbers as adding :func:`attention.alibi_bias` to the scores:
+# distance. Its penalty is written once too, as a function of a slope and two positions:
+# :func:`attention.alibi_bias` evaluates it on an index grid, and
+# :func:`attention.flex.alibi` inside FlexAttention:
 #
-# .. literalinclude:: ../../attention/flex.py
+# .. literalinclude:: ../../../attention/positions.py
+#    :language: python
+#    :pyobject: alibi_penalty
+#
+# .. literalinclude:: ../../../attention/flex.py
 #    :language: python
 #    :pyobject: alibi
-#    :start-at: slopes =
 #
 # Tanh soft-capping squashes every score into :math:`(-c, c)`, so no single key can take
 # all the weight (Gemma 2 caps its scores at :math:`c = 50`):
 #
-# .. literalinclude:: ../../attention/flex.py
+# .. literalinclude:: ../../../attention/flex.py
 #    :language: python
 #    :pyobject: softcap
-#    :start-at: def softcap_score_mod
 #
 # ALiBi with a causal block mask equals PyTorch's own ``F.scaled_dot_product_attention``
 # with the bias (and ``-inf`` above the diagonal) as a float mask; soft-capping equals
@@ -246,11 +235,12 @@ assert (out - uncapped).abs().max() > 1e-3  # the cap does change the result
 # The block mask: which tiles to skip
 # -----------------------------------
 #
-# The fused kernel works as :func:`attention.tiled_attention` does, on tiles of 128
-# queries by 128 keys. ``create_block_mask`` evaluates the ``mask_mod`` once, before any
-# attention, and sorts the tiles into three kinds: *empty* tiles, where no pair may
-# attend, are never loaded or computed; *full* tiles, where every pair may, are computed
-# without evaluating the mask; *partial* tiles apply it pair by pair. The block mask's
+# The fused kernel works tile by tile, as :func:`attention.tiled_attention` does, on
+# tiles of 128 queries by 128 keys (the block mask's ``BLOCK_SIZE``).
+# ``create_block_mask`` evaluates the ``mask_mod`` once, before any attention, and sorts
+# the tiles into three kinds: *empty* tiles, where no pair may attend, are never loaded
+# or computed; *full* tiles, where every pair may, are computed without evaluating the
+# mask; *partial* tiles apply it pair by pair. The block mask's
 # ``sparsity()`` is the percentage of tiles skipped. For sequences of 2048 tokens:
 
 L_long, block = 2048, 128
@@ -320,295 +310,250 @@ assert ((band == 2).sum(-1) == 1).all() and ((band == 1).sum(-1) == 2).all()
 # (the diagonal, and the far edge of the band); the rest is white, never touched. The
 # work of a row is the same at every length, so the total grows linearly.
 #
-# A sliding window's cost as the sequence grows
-# ---------------------------------------------
+# Walking the tiles the block mask lists
+# --------------------------------------
 #
-# Run eagerly, ``flex_attention`` skips nothing: it builds every score, as the
-# warning said. Skipping tiles can be written by hand: walk the queries a tile at a
-# time, and give each tile only the keys its window can reach, with the tile's part of
-# :func:`attention.sliding_window_mask`. Each query tile then sees at most
-# ``block + window - 1`` keys, however long the sequence:
+# The block mask is a list of tiles per row of query tiles: ``kv_indices`` holds the
+# partial ones (the first ``kv_num_blocks`` of each row), ``full_kv_indices`` the full
+# ones. The fused kernel walks, for each query tile, exactly those key tiles, applying
+# the ``mask_mod`` in the partial ones, and merges each tile into the running output
+# with the online softmax of
+# :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`. The package has that loop:
+# :func:`attention.tiled.blockwise_attention` takes a list of ``(query rows, key
+# columns, tile mask or None)`` and merges each tile with
+# :func:`~attention.functional.merge_blocks`. Reading the list out of a block mask is a
+# few lines:
 
-from torch.utils import benchmark
-
-
-def sliding_window_attention(q, k, v, window, block=128):
-    """Causal sliding-window attention that skips the tiles outside the band."""
-    L = q.shape[-2]
-    out = torch.empty_like(q)  # (N, H, L, D)
-    for start in range(0, L, block):
-        end = min(start + block, L)
-        first = max(0, start - window + 1)  # the tile's earliest visible key
-        mask = sliding_window_mask(end - start, window, end - first, device=q.device)
-        out[..., start:end, :] = F.scaled_dot_product_attention(
-            q[..., start:end, :],
-            k[..., first:end, :],
-            v[..., first:end, :],
-            attn_mask=mask,
-        )  # (N, H, rows, D) with rows = end - start
-    return out
+from attention.tiled import blockwise_attention
 
 
-W, H_t, D_t = 128, 4, 64
-shape = (1, H_t, 1000, D_t)
+def block_mask_tiles(block_mask, mask_mod):
+    """The tiles a block mask visits: (query rows, key columns, bool mask or None)."""
+    rows_per_tile, cols_per_tile = block_mask.BLOCK_SIZE
+    tile_list = []
+    for i in range(block_mask.kv_num_blocks.shape[-1]):  # each row of query tiles
+        rows = slice(i * rows_per_tile, (i + 1) * rows_per_tile)
+        q_tile = torch.arange(rows.start, rows.stop)[:, None]  # (R, 1)
+        partial = block_mask.kv_indices[0, 0, i, : block_mask.kv_num_blocks[0, 0, i]]
+        for j in partial.tolist():  # evaluate the rule on the tile
+            cols = slice(j * cols_per_tile, (j + 1) * cols_per_tile)
+            k_tile = torch.arange(cols.start, cols.stop)  # (C,)
+            tile_list.append((rows, cols, mask_mod(0, 0, q_tile, k_tile)))  # (R, C)
+        full = block_mask.full_kv_indices[0, 0, i]
+        for j in full[: block_mask.full_kv_num_blocks[0, 0, i]].tolist():
+            cols = slice(j * cols_per_tile, (j + 1) * cols_per_tile)
+            tile_list.append((rows, cols, None))  # every pair may attend: no mask
+    return tile_list
+
+
+# %%
+# In float64, on a sequence of 1024 positions with 4 heads, the tiles of a sliding
+# window of 256 give the same output as
+# :func:`attention.scaled_dot_product_attention` with the whole bool mask:
+
+W, H_t, D_t, L_check = 256, 4, 64, 1024
+shape = (1, H_t, L_check, D_t)
 q, k, v = (torch.randn(shape, dtype=torch.float64, device=device) for _ in range(3))
-mask = sliding_window_mask(1000, W, device=device)
-expected, _ = scaled_dot_product_attention(q, k, v, mask)
-error = (sliding_window_attention(q, k, v, W) - expected).abs().max().item()
-print(f"tile by tile vs the whole masked matrix (float64): difference {error:.1e}")
+window_mod = flex.sliding_window(W)
+window_block_mask = create_block_mask(
+    window_mod, None, None, L_check, L_check, device=device
+)
+window_tiles = block_mask_tiles(window_block_mask, window_mod)
+out = blockwise_attention(q, k, v, window_tiles, scale=1 / math.sqrt(D_t))
+expected, _ = scaled_dot_product_attention(
+    q, k, v, sliding_window_mask(L_check, W, device=device)
+)
+error = (out - expected).abs().max().item()
+print(f"{len(window_tiles)} of {(L_check // block) ** 2} tiles visited;", end=" ")
+print(f"largest difference from the bool mask: {error:.1e}")
 assert error < 1e-12
 
 # %%
-# Now the cost. The work of attention is :math:`4D` floating-point operations per
-# query-key pair (two multiply-adds per feature: one for the score, one for the weighted
-# value). A full causal mask has :math:`L(L+1)/2` pairs, a window of :math:`W` at most
-# :math:`LW`. The times are medians of repeated calls with one thread, in float32: the
-# causal column is PyTorch's fused causal kernel, which itself skips the tiles above the
-# diagonal; the window column is the loop above.
+# A sliding window's cost as the sequence grows
+# ---------------------------------------------
+#
+# The work of attention is :math:`4D` floating-point operations per query-key pair (two
+# multiply-adds per feature: one for the score, one for the weighted value), and a tiled
+# kernel does it for every pair of every tile it visits. A causal mask visits
+# :math:`n(n+1)/2` of the :math:`n^2` tiles (:math:`n = L / 128`), a window of 256 at
+# most :math:`3n`. The table counts the tiles visited and times the loop above on both
+# tile lists, in float32 (on one thread on a CPU), with the package's timer (medians of
+# interleaved rounds): the same code, only the list of tiles differs.
 
+import functools
 
-def median_ms(fn, *args):
-    """Median time of ``fn(*args)`` in milliseconds, over at least 0.2 s of calls."""
-    timer = benchmark.Timer("fn(*args)", globals={"fn": fn, "args": args})
-    return timer.blocked_autorange(min_run_time=0.2).median * 1e3
+from attention.measure import compare, device_description
+from attention.repro import num_threads
 
-
-def causal_attention(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-
-cost_lengths = [512, 1024, 2048, 4096]
-gflops = {"causal": [], "window": []}
+cost_lengths = [1024, 2048, 4096]
+visited = {"causal": [], "window": []}
 times = {"causal": [], "window": []}
-threads = torch.get_num_threads()
-torch.set_num_threads(1)
-with torch.no_grad():
+rules = {"causal": flex.causal, "window": flex.sliding_window(W)}
+with torch.no_grad(), num_threads(1):
     for n in cost_lengths:
         q, k, v = (torch.randn(1, H_t, n, D_t, device=device) for _ in range(3))
-        window_pairs = sum(min(i + 1, W) for i in range(n))
-        gflops["causal"].append(4 * D_t * H_t * n * (n + 1) / 2 / 1e9)
-        gflops["window"].append(4 * D_t * H_t * window_pairs / 1e9)
-        times["causal"].append(median_ms(causal_attention, q, k, v))
-        times["window"].append(median_ms(sliding_window_attention, q, k, v, W))
-torch.set_num_threads(threads)
+        tile_lists = {}
+        for name, rule in rules.items():
+            bm = create_block_mask(rule, None, None, n, n, device=device)
+            tile_lists[name] = block_mask_tiles(bm, rule)
+            visited[name].append(len(tile_lists[name]))
+        cases = {  # one call of the same loop per tile list
+            name: functools.partial(
+                blockwise_attention, q, k, v, tiles, scale=D_t**-0.5
+            )
+            for name, tiles in tile_lists.items()
+        }
+        timings = compare(cases, rounds=2, min_run_time=0.1, device=device)
+        for name in times:
+            times[name].append(timings[name].ms)
+    where = device_description(device, torch.float32)
 
-print(f"H = {H_t}, D = {D_t}, window W = {W}; {device}, float32,", end=" ")
-print(f"torch {torch.__version__}")
-print("    L  causal GFLOP  window GFLOP   causal ms  window ms")
+print(f"H = {H_t}, D = {D_t}, window {W}, tiles of {block}; {where}")
+print("    L  tiles: all  causal  window   causal ms  window ms  causal / window")
 for i, n in enumerate(cost_lengths):
+    ratio = times["causal"][i] / times["window"][i]
     print(
-        f"{n:>5}  {gflops['causal'][i]:12.3f}  {gflops['window'][i]:12.3f}"
-        f"  {times['causal'][i]:10.2f}  {times['window'][i]:9.2f}"
+        f"{n:>5}  {(n // block) ** 2:10}  {visited['causal'][i]:6}  "
+        f"{visited['window'][i]:6}  {times['causal'][i]:10.1f}  "
+        f"{times['window'][i]:9.1f}  {ratio:15.1f}"
     )
 speed_up = times["causal"][-1] / times["window"][-1]
-print(f"at L = {cost_lengths[-1]} the window is {speed_up:.1f}x faster than causal")
+tile_ratio = visited["causal"][-1] / visited["window"][-1]
+print(
+    f"at L = {cost_lengths[-1]}: {tile_ratio:.1f}x fewer tiles, "
+    f"{speed_up:.1f}x less time for the window"
+)
 
 # sphinx_gallery_start_ignore
 from attention.repro import claim
 
-assert gflops["causal"][-1] / gflops["causal"][-2] > 3.9  # quadratic
-assert gflops["window"][-1] / gflops["window"][-2] < 2.1  # linear
-claim("window faster than causal at the longest L", speed_up, above=1.0)
+for i, n in enumerate(cost_lengths):
+    m = n // block
+    assert visited["causal"][i] == m * (m + 1) // 2  # quadratic in L
+    assert visited["window"][i] == 3 * m - 3  # linear in L
+claim("causal time over window time at the longest L", speed_up, above=1.5)
 # sphinx_gallery_end_ignore
 
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
 fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-ax.plot(cost_lengths, times["causal"], marker="o", color="#0072b2", label="full causal")
+ax.plot(cost_lengths, times["causal"], marker="o", color="#0072b2", label="causal")
 ax.plot(cost_lengths, times["window"], marker="s", color="#e69f00", label=f"window {W}")
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
+ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10...
+ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+ax.yaxis.set_minor_formatter(NullFormatter())  # plain numbers, not 2 x 10^2
 ax.set_xticks(cost_lengths, [str(n) for n in cost_lengths])
 ax.set_xlabel("sequence length L")
 ax.set_ylabel("median time per call (ms)")
 ax.legend()
-_ = ax.set_title(f"Causal attention vs a sliding window ({device}, float32, 1 thread)")
+_ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32)")
 
 # %%
-# The causal work quadruples each time :math:`L` doubles, the window's only doubles (the
-# GFLOP columns, exact). Times measured on a machine that runs other work are noisier
-# than operation counts, and the figure's lines are less straight, but at the longest
-# length the window is faster by the factor printed above. This is the whole speed-up of
-# FlexAttention, and of sliding-window models such as Mistral :cite:p:`jiang2023`: the
-# tiles the mask excludes are never computed.
+# The tile counts are exact: the causal count roughly quadruples each time :math:`L`
+# doubles, the window's roughly doubles. The times follow the counts less closely: two
+# of the window's three tiles per row are partial and apply their mask, while most
+# causal tiles are full, and a machine running other work adds noise. At the longest
+# length the window's loop is faster by the factor printed on the last line, next to
+# the ratio of tiles. Skipping tiles is what a block mask buys FlexAttention, and
+# sliding-window models such as Mistral :cite:p:`jiang2023`: the tiles the mask excludes
+# are never computed.
 #
-# Compiling: what makes FlexAttention fast
-# ----------------------------------------
+# Compiling: what turns the rule into a kernel
+# --------------------------------------------
 #
-# ``torch.compile(flex_attention)`` generates a fused kernel (Triton on a GPU, C++ on a
-# CPU) with the ``mask_mod`` and ``score_mod`` written into its inner loop and the block
-# mask telling it which tiles to visit. Generating it takes a C compiler and time: on a
-# small CPU, tens of seconds to minutes for the first compile. PyTorch's compiler keeps
-# what it generated in an on-disk cache (``/tmp/torchinductor_$USER``), keyed by the
-# traced computation, the shapes and the settings, so the same call on the same shapes
-# later takes seconds. ``dynamic=False`` compiles for these shapes only: the simplest
-# kernel, and the quickest to build. The benchmarks compile it this way:
-#
-# .. literalinclude:: ../../benchmarks/flex.py
-#    :language: python
-#    :pyobject: compile_window
-#    :start-at: L = q.shape
-#
-# The first cell of this page started a process (``python -m benchmarks.flex``) that
-# compiles the window of the last section for L = 4096 and then, when this cell asks,
-# times it against PyTorch's fused causal kernel, one thread each. This page waits for
-# it ``ATTENTION_COMPILE_BUDGET`` seconds (40 by default) counted from its start, and
-# otherwise stops it: the build neither fails for want of a compiler nor waits minutes.
-# What happened on the machine that built this page:
-
-import json
-import os
-
-budget = float(os.environ.get("ATTENTION_COMPILE_BUDGET", "40"))
-reports = []
-if compile_job is None:
-    why = "no C++ compiler found" if not compilers else "benchmarks/ not found"
-    print(f"not compiled: {why} on this machine")
-else:
-    try:
-        waited = max(1.0, budget - (time.monotonic() - job_start))
-        out, _ = compile_job.communicate("go\n", timeout=waited)
-    except subprocess.TimeoutExpired:
-        compile_job.kill()
-        out, _ = compile_job.communicate()
-    reports = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    if reports:
-        compile_s, hit = reports[0]["compile_s"], reports[0]["cache_hit"]
-        cache = "found in the cache" if hit else "compiled from scratch"
-        print(f"compiled in {compile_s:.1f} s ({cache}) on the cpu, float32,", end=" ")
-        print(f"torch {torch.__version__}")
-    if len(reports) < 2:
-        job_errors.seek(0)
-        lines = job_errors.read().decode(errors="replace").strip().splitlines()
-        if compile_job.returncode != 0 and time.monotonic() - job_start >= budget:
-            step = "the timing" if reports else "the compile"
-            print(f"stopped: {step} had not finished {budget:g} s after the start")
-        else:
-            print(f"failed on this machine: {(lines or ['no message'])[-1][:100]}")
-if len(reports) == 2:
-    flex_ms, causal_ms = reports[1]["flex"], reports[1]["causal"]
-    print(f"compiled flex_attention, window {W}, L = 4096: {flex_ms:8.2f} ms")
-    print(f"SDPA's fused causal kernel,         L = 4096: {causal_ms:8.2f} ms")
-    print(f"the compiled window is {causal_ms / flex_ms:.1f}x faster than causal")
-
-# %%
-# Where the kernel was compiled and timed, the lines above give its time next to full
-# causal attention measured in the same process; the window's share of the work is the
-# ratio of the GFLOP columns of the last table, and the compiled kernel turns it into
-# time without a hand-written loop. Where it was not, the line says why: no compiler,
-# a compile error, or a compile slower than the budget (a cold cache on a small or busy
-# machine). ``make bench`` compiles the same call on the same shapes with no budget,
-# which leaves the kernel in the cache for the next build of this page, and records
-# what it measured in ``benchmarks/results/flex-<date>.csv``. The newest record, with
-# where and when it was measured:
-
-import csv
-
-records = sorted(
-    path
-    for root in roots
-    for path in (root / "benchmarks" / "results").glob("flex-*.csv")
-)
-if records:
-    rows = list(csv.DictReader(records[-1].open()))
-    first = rows[0]
-    print(f"{records[-1].name}: {first['device']},", end=" ")
-    print(f"{first['threads']} threads, torch {first['torch']},", end=" ")
-    print(f"{first['date']}, load average {first['load_1min']}")
-    print("    L  path             ms  time / sdpa mask  compile s")
-    for row in rows:
-        compile_s = f"{float(row['compile_s']):9.1f}" if row["compile_s"] else ""
-        print(
-            f"{row['L']:>5}  {row['impl']:<13} {float(row['median_ms']):9.2f}"
-            f"  {float(row['ratio_to_sdpa']):16.2f}  {compile_s}"
-        )
-else:
-    print("no recorded FlexAttention benchmark found")
-
-# sphinx_gallery_start_ignore
-if records:  # what the next paragraph says about the record
-    by_length = {}
-    for row in rows:
-        by_length.setdefault(int(row["L"]), {})[row["impl"]] = float(row["median_ms"])
-    times_by_l = [by_length[n] for n in sorted(by_length)]
-    to_sdpa = [t["flex compiled"] / t["sdpa mask"] for t in times_by_l]
-    assert all(a > b for a, b in zip(to_sdpa, to_sdpa[1:], strict=False))
-    assert all(max(t, key=t.get) == "flex eager" for t in by_length.values())
-# sphinx_gallery_end_ignore
-
-# %%
-# In the record, the compiled window takes a fraction of the time of SDPA with the
-# same bool mask (the ``time / sdpa mask`` column), and the fraction falls as L grows:
-# SDPA computes every pair and then masks, the compiled kernel skips the empty tiles,
-# whose share grows with L. The uncompiled call, which builds every score, is the
-# slowest at every length.
+# This page ran the loop in Python, one tile at a time.
+# ``torch.compile(flex_attention)`` generates one fused kernel for it (Triton on a GPU,
+# C++ on a CPU), with the ``mask_mod`` and ``score_mod`` written into its inner loop and
+# the block mask telling it which tiles to visit; that kernel is what FlexAttention runs
+# in practice. Building it takes a compiler and, on a CPU, longer than this page's time
+# budget, so the page does not compile it and makes no claim about its speed. What it
+# shows is the mechanism the kernel relies on: the tiles the block mask removes,
+# counted, and timed with one loop over both lists.
 #
 # What to remember
 # ----------------
 #
-# - A mask is a rule: ``mask_mod(b, h, q_idx, kv_idx) -> bool`` (causal, sliding window,
-#   packed documents, prefix-LM), and a bias is a
-#   ``score_mod(score, b, h, q_idx, kv_idx)`` (ALiBi, soft-capping). Written with
-#   broadcasting operations, the same function also builds the bool matrix.
+# - A mask is a rule, written once: a predicate of the query and key positions
+#   (causal, sliding window, packed documents, prefix-LM). Evaluated on an index grid it
+#   is the bool matrix; wrapped as ``mask_mod(b, h, q_idx, kv_idx)`` it is what
+#   FlexAttention takes. A bias is a ``score_mod(score, b, h, q_idx, kv_idx)`` (ALiBi,
+#   soft-capping).
 # - ``create_block_mask`` evaluates the rule once and sorts the tiles into empty,
 #   partial and full; ``sparsity()`` is the share of tiles skipped, and skipping them is
 #   the speed-up.
 # - Eager ``flex_attention`` is unfused and exact (ideal for checking, in float64);
-#   ``torch.compile`` turns it into a fused kernel and needs a compiler and time; the
-#   compiled kernel is cached on disk, by computation and shapes, for the next run.
+#   ``torch.compile`` turns it into a fused kernel that walks the listed tiles.
 # - A sliding window makes attention linear in :math:`L`: each query tile sees a fixed
-#   number of keys.
+#   number of key tiles.
 #
-# API used on this page: :func:`attention.flex.causal`,
+# API used on this page: :func:`attention.masks.sliding_window`,
+# :func:`attention.masks.prefix_lm`, :func:`attention.flex.causal`,
 # :func:`attention.flex.sliding_window`, :func:`attention.flex.document`,
 # :func:`attention.flex.prefix_lm`, :func:`attention.flex.alibi`,
-# :func:`attention.flex.softcap`, :func:`attention.sliding_window_mask`,
-# :func:`attention.document_mask`, :func:`attention.prefix_lm_mask`,
-# :func:`attention.causal_mask`, :func:`attention.alibi_bias` and
-# :func:`attention.scaled_dot_product_attention`.
+# :func:`attention.flex.softcap`, :func:`attention.positions.alibi_penalty`,
+# :func:`attention.sliding_window_mask`, :func:`attention.document_mask`,
+# :func:`attention.prefix_lm_mask`, :func:`attention.causal_mask`,
+# :func:`attention.alibi_bias`, :func:`attention.scaled_dot_product_attention`,
+# :func:`attention.tiled.blockwise_attention`, :func:`attention.measure.compare` and
+# :func:`attention.measure.device_description`.
 
 # %%
 # Exercises
 # ---------
 #
-# 1. **Attention sinks.** StreamingLLM (Xiao et al., 2023) keeps a sliding window and
-#    lets every query also see the first key of the sequence. Write that rule as a
-#    ``mask_mod`` (causal, a window of 4, plus key 0), check it against the bool mask
-#    built from :func:`attention.sliding_window_mask` and :func:`attention.causal_mask`
-#    for L = 16, and check eager ``flex_attention`` with its block mask against
+# 1. **Attention sinks.** StreamingLLM :cite:p:`xiao2023` keeps, besides a sliding
+#    window, the first four tokens of the sequence, the *attention sinks*, which every
+#    later query may attend to. Write that rule as a predicate of positions made of
+#    the predicates of :mod:`attention.masks` (a window of 4, plus keys 0 to 3), wrap it
+#    as a ``mask_mod``, check it against the bool mask built from
+#    :func:`attention.sliding_window_mask` and :func:`attention.causal_mask` for L = 16,
+#    and check eager ``flex_attention`` with its block mask against
 #    :func:`attention.scaled_dot_product_attention` with that bool mask, in float64.
 # 2. **Predict the tiles.** For a sliding window of 256 at L = 4096, with tiles of 128,
 #    how many tiles are empty, partial and full, and what does ``sparsity()`` return?
 #    Derive it from the rows of the figure of the tiles, then check it with
 #    ``create_block_mask``.
-# 3. **The window's work in closed form.** The cost table counts a window's pairs as a
-#    sum over the queries. Write the count as a formula in L and W (for L >= W), check
-#    it against the number of ``True`` entries of :func:`attention.sliding_window_mask`
-#    and against the window's GFLOP column, for every L of the table.
-
-# %%
+# 3. **Work done, work wasted.** Write the number of pairs a window of W keys allows as
+#    a formula in L and W (for L >= W) and check it against the ``True`` entries of
+#    :func:`attention.sliding_window_mask` for every L of the cost table. The tile loop
+#    computes every pair of every tile it visits: what share of those pairs does the
+#    mask then throw away?
+#
 # .. solution 1
 #
-# The rule is the sliding window's, or-ed with ``kv_idx == 0``; the sink adds one pair
-# to every row past the window.
+# The rule is the window's predicate, or-ed with the causal predicate limited to the
+# first four keys. Up to query 7 the window and the sinks overlap; from query 8 on,
+# each row has four sinks and four keys of the window.
+
+from attention.masks import causal, sliding_window
+
+in_window = sliding_window(4)
 
 
-def sink_mask_mod(b, h, q_idx, kv_idx):
-    in_window = (kv_idx <= q_idx) & (q_idx - kv_idx < 4)
-    return in_window | (kv_idx == 0)
+def window_with_sinks(q, k):
+    return in_window(q, k) | (causal(q, k) & (k < 4))
 
 
-sink_mask = sliding_window_mask(L, 4, device=device) | (
-    causal_mask(L, device=device) & (kv_idx == 0)
+def sinks_mask_mod(b, h, q_idx, kv_idx):
+    return window_with_sinks(q_idx, kv_idx)
+
+
+sinks_mask = sliding_window_mask(L, 4, device=device) | (
+    causal_mask(L, device=device) & (kv_idx < 4)
 )  # (L, L)
-assert torch.equal(sink_mask_mod(0, 0, q_idx, kv_idx), sink_mask)
+assert torch.equal(sinks_mask_mod(0, 0, q_idx, kv_idx), sinks_mask)
+assert int(sinks_mask[-1].sum()) == 8  # the last query: 4 sinks and 4 recent keys
 q, k, v = (
     torch.randn(N, H, L, D, dtype=torch.float64, device=device) for _ in range(3)
 )
-sink_block_mask = create_block_mask(sink_mask_mod, None, None, L, L, device=device)
-out = flex_attention(q, k, v, block_mask=sink_block_mask)
-expected, _ = scaled_dot_product_attention(q, k, v, sink_mask)
+sinks_block_mask = create_block_mask(sinks_mask_mod, None, None, L, L, device=device)
+out = flex_attention(q, k, v, block_mask=sinks_block_mask)
+expected, _ = scaled_dot_product_attention(q, k, v, sinks_mask)
 error = (out - expected).abs().max().item()
 print(
-    f"{int(sink_mask.sum())} pairs; largest difference from the bool mask: {error:.1e}"
+    f"{int(sinks_mask.sum())} pairs; largest difference from the bool mask: {error:.1e}"
 )
 assert error < 1e-12
 
@@ -641,19 +586,22 @@ assert math.isclose(window_block_mask.sparsity(), 100 * predicted["empty"] / n_r
 # .. solution 3
 #
 # The first W queries see 1, 2, ..., W keys, and the other L - W see W each:
-# :math:`W(W+1)/2 + (L-W)W = LW - W(W-1)/2` pairs, linear in L.
+# :math:`W(W+1)/2 + (L-W)W = LW - W(W-1)/2` pairs, linear in L. The loop computes
+# :math:`128^2` pairs per visited tile; past the first rows, a row of tiles computes
+# three tiles for :math:`128\,W` allowed pairs, so a third of the work is thrown away
+# for W = 256, and the share tends to that as L grows.
 
-for n in cost_lengths:
+for n, tiles_visited in zip(cost_lengths, visited["window"], strict=True):
     pairs = n * W - W * (W - 1) // 2
     assert pairs == int(sliding_window_mask(n, W).sum())
-    assert pairs == sum(min(i + 1, W) for i in range(n))
-    assert math.isclose(
-        gflops["window"][cost_lengths.index(n)], 4 * D_t * H_t * pairs / 1e9
-    )
-    print(f"L = {n:>4}: {pairs:>7} pairs, {4 * D_t * H_t * pairs / 1e9:.3f} GFLOP")
+    computed = tiles_visited * block**2
+    wasted = 1 - pairs / computed
+    print(f"L = {n:>4}: {pairs:>7} pairs allowed, {computed:>7} computed, ", end="")
+    print(f"{wasted:.1%} thrown away")
+    assert 0.25 < wasted < 1 / 3
 
 # %%
 # Next: attention over a sequence too long for one device, split across processes, in
-# :ref:`sphx_glr_tutorials_18_context_parallel.py`.
+# :ref:`sphx_glr_tutorials_5_scale_20_context_parallel.py`.
 
 # sphinx_gallery_thumbnail_number = 2

@@ -16,7 +16,9 @@ sequence between them and compute attention with three strategies from
 :mod:`attention.distributed`: a ring, an all-gather, and an all-to-all over heads
 (DeepSpeed-Ulysses). It checks them against single-process attention, counts the bytes
 each process sends, measures its peak memory, and shows why the causal mask needs a
-second way to split the sequence. The same code runs on NCCL across GPUs.
+second way to split the sequence. Everything on this page ran on one CPU, with gloo: the
+functions call only ``torch.distributed``'s point-to-point and collective operations,
+which the NCCL backend also implements for CUDA tensors, but no GPU run is shown here.
 """
 
 # %%
@@ -59,7 +61,11 @@ for L in (8_192, 131_072, 1_048_576):
 # layout cuts the sequence into P chunks. Under a causal mask it is unfair: the first
 # rank's queries see only the first chunk of keys, the last rank's see all of them. The
 # zigzag layout cuts the sequence into 2P chunks and gives rank r chunks r and 2P - 1 -
-# r, an early one and a late one:
+# r, an early one and a late one. It is the layout of the zigzag ring attention of
+# ring-flash-attention (Zhu, 2024) and of Llama 3's context parallelism (Llama Team,
+# 2024); striped attention (Brandon et al., 2023) balances the same work by dealing the
+# positions out one at a time (rank r holds r, r + P, r + 2P, ...), a layout this
+# package does not implement:
 
 from attention.distributed import shard_sequence
 
@@ -120,7 +126,6 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: merge_blocks
-#    :start-at: merged =
 #
 # Here is the forward pass; ``_ring_shift`` starts the sends and receives
 # (``batch_isend_irecv``), and the loop waits for them only after computing:
@@ -139,7 +144,6 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # .. literalinclude:: ../../../attention/distributed/all_gather.py
 #    :language: python
 #    :pyobject: all_gather_attention
-#    :start-at: setup = check_shards
 #
 # **Ulysses attention** :cite:p:`jacobs2023`. An all-to-all turns sequence shards into
 # head shards: each rank then holds every position of H/P heads, attends as on one
@@ -339,11 +343,6 @@ else:
 kv_mib = 2 * LARGE[0] * LARGE[1] * LARGE[2] * LARGE[3] * 4 / 2**20
 print(f"K and V of the whole sequence: {kv_mib:.1f} MiB per rank, whatever P")
 
-# %%
-# That is small next to the scores here, so this run cannot show it. Inside each rank a
-# fused kernel (page 13) would remove the blocks of scores, and then the keys and values
-# held are what is left.
-
 # sphinx_gallery_start_ignore
 if measured:
     from attention.repro import claim
@@ -352,6 +351,13 @@ if measured:
         ratio = by_p[4] / by_p[1]
         claim(f"{strategy}: peak memory at P = 4 over P = 1", ratio, below=0.5)
 # sphinx_gallery_end_ignore
+
+# %%
+# That is small next to the scores here, so this run cannot show it. Inside each rank a
+# fused kernel (the online softmax of
+# :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`) would remove the blocks of
+# scores, and then the keys and values held are what is left.
+
 
 # %%
 # When each strategy fits
@@ -378,15 +384,16 @@ if measured:
 #
 # The command
 # ``python -m attention.distributed --nproc 4 --strategy ring --seq-len 8192 --causal``
-# runs one strategy on local processes and prints the same check and measurements; under
-# ``torchrun`` the same command runs on several GPUs or machines.
+# runs one strategy on local gloo processes and prints the same check and measurements.
+# Started by ``torchrun`` on machines with GPUs, the same command puts each rank on its
+# GPU and initialises NCCL instead of gloo; that path was not run for this page.
 #
 # What to remember
 # ----------------
 #
 # - Split along the sequence, attention is the only layer whose positions meet; the
-#   online softmax merge of page 13 puts the partial results from other devices together
-#   exactly.
+#   online softmax's merge (:func:`~attention.functional.merge_blocks`) puts the partial
+#   results from other devices together exactly.
 # - Ring attention moves keys and values between neighbours step by step; all-gather
 #   attention collects them all at once; Ulysses trades the sequence split for a head
 #   split.
@@ -471,7 +478,7 @@ for zigzag in (False, True):
         assert math.isclose(ratio, 1 + 2 * (P4 - 1) * c / (c + 1))
 
 # %%
-# Next: back to the beginning in :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the
-# :ref:`api`.
+# Next: back to the beginning in
+# :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the :ref:`api`.
 
 # sphinx_gallery_thumbnail_number = 1
