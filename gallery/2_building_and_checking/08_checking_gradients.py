@@ -475,11 +475,12 @@ F.mse_loss(out64, target.double()).backward()
 k_bias_64 = block64.self_attn.k_proj.bias.grad.norm().item()
 print(f"key-bias gradient norm: float32 {k_bias_32:.1e}, float64 {k_bias_64:.1e}")
 print(f"smallest other gradient norm (float32): {min(others):.1e}")
+print(f"largest other / smallest other: {max(others) / min(others):.0f}")
 claim(
     "key-bias gradient / smallest other (float32)", k_bias_32 / min(others), below=1e-5
 )
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
-claim("largest / smallest other gradient", max(others) / min(others), below=1e3)
+claim("largest / smallest other gradient", max(others) / min(others), below=1e2)
 
 fig, ax = plt.subplots(figsize=(7.5, 5.4), layout="constrained")
 labels = list(grad_norms)
@@ -495,8 +496,9 @@ ax.tick_params(axis="y", labelsize=9)
 plt.show()
 
 # %%
-# Every bar but the key bias lies within a few orders of magnitude of the others; the
-# key bias (red) is rounding noise.
+# The other bars lie within two orders of magnitude of one another (the largest over
+# the smallest is the ratio printed above); the key bias (red), more than five orders
+# below the smallest of them, is rounding noise.
 #
 # A gradient of 0 does not freeze a parameter
 # -------------------------------------------

@@ -648,7 +648,12 @@ assert flipped[..., L - 1, :].isnan().all()
 # .. solution 3
 #
 # Concatenating the three weights and biases gives back PyTorch's packed tensors
-# exactly: the round trip changes no bit of any parameter.
+# exactly: the round trip changes no bit of any parameter. The outputs still differ in
+# the last bits (printed below) because the arithmetic is not the same: given one
+# tensor as query, key and value, ``nn.MultiheadAttention`` projects all three with a
+# single product by the packed :math:`(3E, E)` weight, and the matrix library sums a
+# product of that shape in another order than this package's three :math:`(E, E)`
+# products.
 
 
 def to_torch(ours):

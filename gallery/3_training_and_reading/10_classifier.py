@@ -138,7 +138,8 @@ assert agree == len(check_labels)
 # model the same on every machine, though: the processor's vector instructions (none,
 # AVX2 or AVX-512, chosen by PyTorch at start-up) round sums differently too. So every
 # statement this page and the next make about the trained model is a ``claim`` checked
-# for ten seeds (``ATTENTION_SEED``) on each instruction set, with one or two threads.
+# over several seeds (``ATTENTION_SEED``) on each instruction set, with one or two
+# threads.
 #
 # The recipe trains once per process and hands out copies: in the site's build,
 # :ref:`sphx_glr_tutorials_3_training_and_reading_11_visualising_attention.py` gets the
@@ -187,12 +188,12 @@ plt.show()
 # The training starts slowly: for the first epoch or two the held-out accuracy stays
 # near chance and the loss near :math:`\ln 2 \approx 0.69`, the loss of a coin toss.
 # Then the loss falls and both accuracies climb. While they climb, the two curves
-# disagree by several points, and not in the direction of overfitting: the running
-# training accuracy averages over an epoch in which the weights improve, while the
-# held-out accuracy is measured with the better weights at its end, so the held-out
-# curve is often the higher one (counted below). By the last epoch they are within a
-# few points of each other, and the loss is below 0.1. In numbers, from the history
-# above:
+# disagree by several points (the widest gap is printed below), and not in the
+# direction of overfitting: the running training accuracy averages over an epoch in
+# which the weights improve, while the held-out accuracy is measured with the better
+# weights at its end, so the held-out curve is often the higher one (counted below). By
+# the last epoch they are within a few points of each other, and the loss is below 0.1.
+# In numbers, from the history above:
 
 val_acc = [row["val_acc"] for row in history]
 train_acc = [row["train_acc"] for row in history]

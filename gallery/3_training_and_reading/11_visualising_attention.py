@@ -219,6 +219,7 @@ print(
     + ", ".join(f"head {h} {v:.2f}" for h, v in enumerate(row_max_1.tolist()))
     + f" (uniform {1 / len(sentence):.2f})"
 )
+print(f"the sharpest head: {row_max_1.max() * len(sentence):.1f}x the uniform share")
 claim(
     "layer 1, sharpest head's mean row maximum x L",
     row_max_1.max() * len(sentence),
@@ -227,9 +228,10 @@ claim(
 
 # %%
 # On the same colour scale as the untrained model's figure, the heads differ from each
-# other, and the sharpest gives each word's favourite key more than one and a half
-# times the uniform share (the values printed above). A single sentence can mislead,
-# though, so a later section measures these patterns over the 1000 held-out sentences.
+# other, and the sharpest gives each word's favourite key several times the uniform
+# share (the ratio is the last line printed above). A single sentence can
+# mislead, though, so a later section measures these patterns over the 1000 held-out
+# sentences.
 #
 # The second layer:
 
@@ -406,11 +408,11 @@ for kind, chosen in kinds.items():
 print(f"(a uniform head: {uniform_signal:.2f} on any one word)")
 
 # %%
-# In sentences with one ``not``, this head sends it more than one and a half times the
-# share a uniform head would, whether it flips the signal word or not (the ratios
-# printed above). Where the head puts its weight in a sentence without any ``not`` is
-# not what it was picked for, and the page claims nothing about it. The next section
-# shows that it needs no position to find a ``not``: it reads a word, not a place.
+# In sentences with one ``not``, this head sends it well over the share a uniform head
+# would, whether it flips the signal word or not (the ratios are printed above). Where
+# the head puts its weight in a sentence without any ``not`` is not what it was picked
+# for, and the page claims nothing about it. The next section shows that it needs no
+# position to find a ``not``: it reads a word, not a place.
 #
 # Where the model learns word order
 # ---------------------------------
@@ -713,12 +715,12 @@ claim(
 )
 
 # %%
-# Losing the most needed head costs many points, the least needed at most a few. Head
-# by head the two ablations differ, by up to the points printed above, at times enough
-# to change which head comes first. The difference comes from the head's average
-# output, which zero-ablation removes too although it is the same for every sentence:
-# the mean-ablated number measures what the head contributes *sentence by sentence*,
-# and the ranking above uses it.
+# Losing the most needed head costs many points, the least needed at most a few. Head by
+# head the two ablations differ, by up to the points printed above, and where two heads
+# cost nearly the same, the two columns can rank them differently. The difference comes
+# from the head's average output, which zero-ablation removes too although it is the
+# same for every sentence: the mean-ablated number measures what the head contributes
+# *sentence by sentence*, and the ranking above uses it.
 #
 # What to remember
 # ----------------
@@ -795,7 +797,9 @@ assert torch.allclose(out_reversed, out_forward.flip(1), atol=1e-5)
 # swaps between the two groups, and averaged over both it can still look like a
 # preference for the adjacent ``not``. Read the rows below with that in mind: the
 # model needs the order somewhere (the ablation of the positions showed it), but not
-# necessarily in one head's weights.
+# necessarily in one head's weights. Find in the rows below the head that the ablation
+# found most needed: if it prefers the earlier ``not``, its two numbers swap between the
+# two groups.
 
 position = torch.arange(held_out_tokens.shape[1], device=device)  # (L,)
 signal_at = (is_signal * position).sum(1)  # (N,)

@@ -72,11 +72,11 @@ assert torch.allclose(dog_subject, dog_object, atol=1e-12, rtol=0)
 # A causal mask breaks the symmetry only partly. In *one* layer, token :math:`t` still
 # sees a set: its own token and the tokens up to it, :math:`t + 1` of them, with nothing
 # to say which stood where. So one layer can count, but not order. Stacked layers can do
-# more: causal language models of several layers learn positions with no encoding at
-# all (Haviv et al., 2022, who conjecture that a causal layer infers how many tokens
-# precede each one, its position, and passes it on). The experiment at the end of this
-# page trains one layer, then, for ALiBi, two. Every scheme below puts the position
-# into the computation itself.
+# more: :cite:t:`haviv2022` found that causal language models of several layers learn
+# positions with no encoding at all, and conjecture that a causal layer infers how many
+# tokens precede each one, its position, and passes it on. The experiment at the end of
+# this page trains one layer, then, for ALiBi, two. Every scheme below puts the
+# position into the computation itself.
 #
 # Sinusoidal and learned encodings
 # --------------------------------
@@ -543,12 +543,13 @@ claim(
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 #
 # With a second layer the task has another solution, one that names no distance: a head
-# of the first layer copies into each position the token before it, and a head of the
-# second looks for the positions whose previous token is the current token and copies
-# what stands there, an induction head :cite:p:`olsson2022` (the circuit of
+# of the first layer can copy into each position the token before it, and a head of the
+# second can then look for the positions whose previous token is the current token and
+# copy what stands there, an induction head :cite:p:`olsson2022` (the circuit of
 # :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`). ALiBi cannot
-# point at one exact offset, but it can learn this. The ALiBi model again, now with two
-# layers of four heads (slopes 1/4 to 1/256), trained the same way for 600 steps:
+# point at one exact offset, but nothing in this solution needs one. This page looks
+# only at the second layer, below. The ALiBi model again, now with two layers of four
+# heads (slopes 1/4 to 1/256), trained the same way for 600 steps:
 
 recipe["steps"] = 600
 alibi_2, _, seconds_2, losses_2 = fit("alibi", num_layers=2, num_heads=4)
@@ -558,18 +559,46 @@ for name, t, row in (
     ("alibi, 2 layers", seconds_2, losses_2),
 ):
     print(f"{name:<17} {t:7.1f}  " + "  ".join(f"{loss:8.3f}" for loss in row))
-claim("two layers, alibi: loss at the training length", losses_2[0], below=0.7)
+claim(
+    "two layers, alibi: loss at the training length", losses_2[0], above=0.1, below=0.7
+)
 claim(
     "two layers, alibi: loss at 128 minus at 32", losses_2[2] - losses_2[0], below=0.0
 )
 
 # %%
-# With two layers the loss at length 32 falls far below the one-layer model's, and on
-# the longer sequences it is lower still: the skill carries to four times the training
-# length. Where a head of the second layer looks shows why. For the last query of each
-# sequence of 128 tokens, the weight of the second-layer head that puts the most weight
-# on the copies of the token to predict (distances 7, 15, 23, ...), against the
-# distance:
+# With two layers the loss at length 32 falls far below the one-layer model's, though
+# not below the 0.1 that the one-layer schemes reached at that length. On the longer
+# sequences the mean is lower still, but a mean over a sequence is not the same
+# quantity at each length. Its hard part is the first repetition, targets 8 to 15: each
+# of their tokens has followed its predecessor at most once before (target 8 never),
+# and a longer sequence averages that block with more of the blocks after it. The loss
+# over ranges of target positions, on the sequences of 128:
+
+by_target = next_token_losses(alibi_2, test_tokens[128])  # (127,): t scores token t + 1
+ranges = {
+    "8-15": (8, 16),
+    "16-31": (16, 32),
+    "32-127, past the training length": (32, 128),
+}
+by_range = {
+    name: by_target[lo - 1 : hi - 1].mean().item() for name, (lo, hi) in ranges.items()
+}
+print(
+    "two layers, alibi, loss on the targets "
+    + ", ".join(f"{name}: {loss:.3f}" for name, loss in by_range.items())
+)
+first, rest, past = by_range.values()
+claim("two layers, alibi: targets 8-15 over targets 16-31", first / rest, above=3)
+claim("two layers, alibi: targets 32-127 over targets 16-31", past / rest, below=1.0)
+
+# %%
+# Once the first repetition is over, the loss is low, and past target 31, where the
+# training sequences ended, it is lower still: the skill carries to four times the
+# training length. Where a head of the second layer looks shows why. For the last query
+# of each sequence of 128 tokens, the weight of the second-layer head that puts the
+# most weight on the copies of the token to predict (distances 7, 15, 23, ...), against
+# the distance:
 
 with torch.no_grad():
     _, (_, layer_2) = alibi_2(test_tokens[128], need_weights=True)

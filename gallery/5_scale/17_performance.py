@@ -161,17 +161,22 @@ _ = ax.legend()
 
 # %%
 # Each time the length doubles, the projections do twice the arithmetic and the core
-# four times as much. How much each part's time grew over the last doubling, and the
-# rate each part ran at (its operations divided by its median time):
+# four times as much: over the sweep's four doublings, 16 and 256 times. How much each
+# part's time grew over the whole sweep, and the rate each part ran at, length by length
+# (its operations divided by its median time; a rate out of line with its neighbours'
+# marks a length whose rounds ran slow):
 
 with num_threads(1):
     print(device_description(device, torch.float32))
-for name, work in (("projections", 2), ("attention core", 4)):
-    growth = sweep[2048][name].median / sweep[1024][name].median
+shortest, longest = lengths[0], lengths[-1]
+factor = longest // shortest  # 16
+for name, work in (("projections", factor), ("attention core", factor**2)):
+    growth = sweep[longest][name].median / sweep[shortest][name].median
     print(
-        f"  {name:<14}: time x{growth:.1f} from L = 1024 to 2048 (arithmetic x{work})"
+        f"  {name:<14}: time x{growth:.1f} from L = {shortest} to {longest} "
+        f"(arithmetic x{work})"
     )
-for L in (lengths[0], lengths[-1]):
+for L in lengths:
     projection_rate = 8 * L * E * E / sweep[L]["projections"].median / 1e9
     core_rate = 4 * L * L * E / sweep[L]["attention core"].median / 1e9
     print(
@@ -187,7 +192,6 @@ for L in (lengths[0], lengths[-1]):
 # device. Short calls also pay a fixed cost per call (Python, dispatch, threads) that no
 # FLOP count includes, which flattens both lines at the short lengths.
 #
-# %%
 # bfloat16 against float32
 # ------------------------
 #
@@ -197,6 +201,9 @@ for L in (lengths[0], lengths[-1]):
 # mantissa (about 3 significant digits). Here the same module call at L = 1024 and a
 # square matrix product are timed in float32 and under autocast to bfloat16, all four in
 # the same rounds, and the module's output is compared with the same module in float64.
+# The sweep above timed this call's two parts at L = 1024 in rounds of their own and
+# without the reshapes between them, so the sum of those two times need not equal the
+# whole call's time here.
 # (On a processor whose bfloat16 kernel needs ATen's AVX-512 code, run at a lower
 # ``ATEN_CPU_CAPABILITY``, PyTorch's fused bfloat16 kernel refuses to run; the output
 # then says so, and the math kernel is timed instead.)
@@ -341,6 +348,7 @@ with torch.inference_mode():
         if name.startswith("Fused"):  # one or the other, as need_weights says
             assert softmax == name.endswith("True") and fused_kernel == (not softmax)
 
+# %%
 # :class:`attention.FusedMultiHeadAttention` runs SDPA's fused kernel with
 # ``need_weights=False``, and switches to :func:`attention.scaled_dot_product_attention`
 # with ``need_weights=True``, which builds the scores and the weights (the softmax):

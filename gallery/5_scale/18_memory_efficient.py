@@ -253,12 +253,12 @@ else:
 # scores, which does not; PyTorch's kernel, the same idea in C++, behaves the same way.
 #
 # With autograd (the ``training`` rows), the reference keeps its weights for the
-# backward pass and builds their gradient there: it grows about fourfold per doubling
-# too. The tiled path stays a small fraction of it in training as well, for a reason
-# the next sections take apart: a plain loop over tiles, run through autograd, would
-# not. (These peaks are measured inside one process that has run many other things, so
-# a few MiB of them are the allocator's; ``make bench`` measures each case in a fresh
-# process, at the lengths 1024 to 4096.)
+# backward pass and builds their gradient there: it grows quadratically too, by uneven
+# steps of roughly three- to fourfold per doubling. The tiled path stays a small
+# fraction of it in training as well, for a reason the next sections take apart: a plain
+# loop over tiles, run through autograd, would not. (These peaks are measured inside one
+# process that has run many other things, so a few MiB of them are the allocator's;
+# ``make bench`` measures each case in a fresh process, at the lengths 1024 to 4096.)
 
 # sphinx_gallery_start_ignore
 if measured:
@@ -544,7 +544,11 @@ with num_threads(1):
 # memory and in how fast each operation runs: the tiled path is a Python loop of
 # ordinary PyTorch operations, each of which reads and writes a whole tile of scores in
 # memory; PyTorch's kernel runs the same loop in C++, keeping each tile's scores in a
-# small buffer that stays in the cache. The ratios above say what that costs on this
+# small buffer that stays in the cache. The reference runs no loop at all: two large
+# matrix products at the full speed of the matrix library and, in training, no second
+# :math:`QK^\top`, but it writes and reads its :math:`(H, L, S)` scores and weights, 16
+# MiB each at L = 1024, in memory. Where it lands against the other two depends on the
+# machine's caches and memory bandwidth. The ratios above say what each costs on this
 # machine, in this run. ``make bench`` measures the same comparison at L = 1024 to 4096
 # with every core, each path's memory in a fresh process.
 #

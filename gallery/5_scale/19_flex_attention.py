@@ -589,7 +589,7 @@ assert math.isclose(window_block_mask.sparsity(), 100 * predicted["empty"] / n_r
 # :math:`W(W+1)/2 + (L-W)W = LW - W(W-1)/2` pairs, linear in L. The loop computes
 # :math:`128^2` pairs per visited tile; past the first rows, a row of tiles computes
 # three tiles for :math:`128\,W` allowed pairs, so a third of the work is thrown away
-# for W = 256, and the share tends to that as L grows.
+# for W = 256: the output below shows 33.3% at every length, from L = 1024 on.
 
 for n, tiles_visited in zip(cost_lengths, visited["window"], strict=True):
     pairs = n * W - W * (W - 1) // 2
