@@ -77,7 +77,6 @@ def test_a_measurement_inside_another_keeps_the_outer_one_right():
     assert inner[0] < 2**24 and extra > 2**25
 
 
-
 def test_closing_an_inner_measurement_leaves_an_equal_outer_one_open(monkeypatch):
     # Two nested measurements may hold the same running peak (here both 100 bytes when the
     # inner one closes): the inner one must close itself, not the first equal list.
