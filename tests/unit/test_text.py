@@ -166,11 +166,18 @@ def test_the_split_refuses_bad_input(tokens, fraction, error, match):
 
 
 def test_the_corpus_split_holds_unseen_topics(corpus, tokenizer):
+    from pydoc_data.topics import topics
+
     train, val = split_by_position(tokenizer.encode(corpus))
-    assert len(val) == len(corpus) // 10
-    # The validation text starts inside the documentation of a topic the training text ends in
-    # or after, and the last topics of the corpus are not in the training text at all.
-    assert "yield" in tokenizer.decode(val) and '"yield"' not in tokenizer.decode(train[-2000:])
+    train_text, val_text = tokenizer.decode(train), tokenizer.decode(val)
+    assert len(val) == len(corpus) // 10 and train_text + val_text == corpus
+    # The last topics of the corpus lie wholly in the validation text: the model is measured
+    # on whole topics it never read.
+    unseen = [name for name in sorted(topics) if topics[name] in val_text]
+    assert len(unseen) >= 5 and unseen[-1] == max(topics)
+    assert not any(topics[name] in train_text for name in unseen)
+    # The model page prompts with the first words of one of them, "Methods" (typesmethods).
+    assert "Methods are functions" in val_text and "Methods are functions" not in train_text
 
 
 # The windows -----------------------------------------------------------------------------------
