@@ -207,9 +207,9 @@ def fit_char_lm(
     :func:`attention.training.train` on random windows of the training text
     (:func:`attention.text.random_windows`), on one thread so that the number of cores does not
     change the model. Every ``eval_every`` steps, and after the last, it measures the loss on
-    32 validation windows spread over the validation text. About 20 s on a CPU core; a
-    validation loss near 1.7 nats per character (Python 3.11), against 2.3 for a bigram
-    model.
+    32 validation windows spread over the validation text. About 20 s on a CPU core; a loss
+    near 1.77 nats per character on the whole validation text (Python 3.11), against 2.32 for
+    a bigram model.
 
     Args:
         seed (int): seeds the model's initialisation and the windows. Default: ``0``.
@@ -280,6 +280,9 @@ def fit_date_model(
     sources padded to 32 characters; :func:`attention.training.train` minimises the
     cross-entropy of every target character (the ten of ``2021-03-03`` and EOS), read with
     teacher forcing, on one thread so that the number of cores does not change the model.
+    About 25 s on one CPU core, for a held-out exact match of 97-99% over seeds 0-4 and the
+    CPU capabilities; the cheaper recipes tried (250 steps of 128, 400 steps of 64 at
+    ``lr=1e-2`` or ``7e-3``) fall below 95% for some seeds.
 
     Args:
         seed (int): seeds the model's initialisation and the order of the examples.
