@@ -368,17 +368,10 @@ claim("best induction score with H_kv = 1", results[1]["induction"], above=0.2)
 # With one key/value head per layer, layer 2 still has an induction head: all four
 # query heads read the same keys and values, and at least one of them finds the earlier
 # occurrence of its token by content. Sharing does not make the content lookup
-# impossible. Whether it makes it harder is a question about the seed-to-seed spread,
-# which one run cannot show; over the ten seeds and three CPU instruction sets of the
-# claims sweep (``tests/docs/claims.md``, the same recipe), the held-out second-half
-# losses were:
-#
-# SWEEPTABLE
-#
-# So, in this small model and within this training budget, one shared key/value head
-# learned the content lookup in most runs as well as four heads did, and in some runs
-# learned it later or not fully within the 400 steps: a quarter of the cache, for a
-# model that is less sure to train in the same number of steps. What it costs a large
+# impossible. Whether it makes it harder is a question about the spread from seed to
+# seed, which one run cannot show: in this run the two losses are printed above, and
+# either model can come out ahead for another seed or CPU. One shared key/value head
+# keeps a quarter of the cache; what that costs a large
 # model on real text is measured by training both, as :cite:t:`ainslie2023` did (their
 # grouped-query models, with a few key/value heads, came close to multi-head quality;
 # multi-query fell further behind).
@@ -396,8 +389,8 @@ claim("best induction score with H_kv = 1", results[1]["induction"], above=0.2)
 #   which is what limits long contexts and large batches.
 # - Grouped-query and multi-query attention divide it by :math:`H / H_{kv}`. On a
 #   copying task that needs content lookup, a model with one key/value head per layer
-#   still forms an induction head; over seeds, it learned the copy less reliably than
-#   one with four within the same training budget.
+#   still forms an induction head and learns the copy; which of the two learns it
+#   better varies from run to run.
 #
 # API used on this page: :class:`attention.DecoderLM`, :class:`attention.KVCache`,
 # :class:`attention.CausalSelfAttention`,
