@@ -2,15 +2,11 @@
 Loaded by ``conf.py`` as a Sphinx extension, after ``sphinx.ext.autosummary``.
 
 - A module's page (``docs/_templates/autosummary/module.rst``) documents the members that have
-  no page of their own (:func:`skip_documented_elsewhere`): a name listed in ``docs/api.rst``
+  no page of their own (``_skip_documented_elsewhere``): a name listed in ``docs/api.rst``
   is documented once, on its own page, so the search finds it once.
 - A module's page ends with the tutorials that use the module or any of its names
   (``.. module-minigallery::``, :func:`module_backreferences`): sphinx-gallery records the
   names a page uses (``attention.flex.causal``), not the modules.
-- A section of ``docs/api.rst`` may wait for a module that is still being written: the lines
-  from ``.. when-module-exists:: attention.x`` to ``.. end-when-module-exists`` are left out of
-  the page while ``attention.x`` does not import, and its ``autosummary-when-present`` tables
-  become ``autosummary`` tables (with their pages generated) once it does.
 """
 
 from __future__ import annotations
@@ -18,94 +14,12 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-import tempfile
 from pathlib import Path
 
 #: The package whose names the reference documents.
 PACKAGE = "attention"
 
-_WHEN = re.compile(r"^\.\. when-module-exists::[ \t]*(?P<module>[\w.]+)[ \t]*$")
-_END_WHEN = re.compile(r"^\.\. end-when-module-exists[ \t]*$")
-_OPTIONAL_TABLE = "autosummary-when-present::"
 _ENTRY = re.compile(r"^[ \t]+(?P<name>[A-Za-z_][\w.]*)[ \t]*$")
-
-
-def module_exists(name: str) -> bool:
-    """Whether the module ``name`` imports.
-
-    >>> module_exists("attention.masks"), module_exists("attention.no_such_module")
-    (True, False)
-    """
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        return False
-    return True
-
-
-def resolve_optional_sections(text: str, exists=module_exists) -> str:
-    """``text`` (reST) with each ``when-module-exists`` block kept, its optional tables made
-    plain ``autosummary`` ones, when its module exists, and removed when it does not.
-
-    >>> page = ("A\\n.. when-module-exists:: m\\nB\\n.. autosummary-when-present::\\n"
-    ...         ".. end-when-module-exists\\nC")
-    >>> resolve_optional_sections(page, exists=lambda m: True).split("\\n")
-    ['A', 'B', '.. autosummary::', 'C']
-    >>> resolve_optional_sections(page, exists=lambda m: False).split("\\n")
-    ['A', 'C']
-    """
-    out: list[str] = []
-    keep = True
-    inside = False
-    for line in text.split("\n"):
-        start = _WHEN.match(line)
-        if start:
-            if inside:
-                raise ValueError("when-module-exists blocks cannot nest")
-            inside, keep = True, exists(start.group("module"))
-            continue
-        if _END_WHEN.match(line):
-            if not inside:
-                raise ValueError(".. end-when-module-exists without a when-module-exists")
-            inside, keep = False, True
-            continue
-        if keep:
-            out.append(line.replace(_OPTIONAL_TABLE, "autosummary::"))
-    if inside:
-        raise ValueError("a when-module-exists block is not closed by .. end-when-module-exists")
-    return "\n".join(out)
-
-
-def _api_source(app) -> Path:
-    return Path(app.srcdir) / "api.rst"
-
-
-def _on_source_read(app, docname, source) -> None:
-    if docname == "api":
-        source[0] = resolve_optional_sections(source[0])
-
-
-def _generate_optional_pages(app) -> None:
-    """Generate the pages of the optional tables whose module exists (autosummary reads
-    ``docs/api.rst`` from the disk, where those tables have another name)."""
-    api = _api_source(app)
-    if not api.is_file() or _OPTIONAL_TABLE not in api.read_text(encoding="utf-8"):
-        return
-    from sphinx.ext.autosummary.generate import generate_autosummary_docs
-
-    text = resolve_optional_sections(api.read_text(encoding="utf-8"))
-    with tempfile.TemporaryDirectory() as tmp:
-        resolved = Path(tmp) / "api.rst"
-        resolved.write_text(text, encoding="utf-8")
-        # Only the optional tables: the others are autosummary's own work.
-        generate_autosummary_docs(
-            [str(resolved)],
-            output_dir=Path(app.srcdir) / "generated",
-            base_path=app.srcdir,
-            app=app,
-            imported_members=app.config.autosummary_imported_members,
-            overwrite=app.config.autosummary_generate_overwrite,
-        )
 
 
 # -- What has a page of its own ------------------------------------------------------------------
@@ -116,7 +30,7 @@ def listed_names(api: Path) -> frozenset[str]:
     """The full names of the entries of the autosummary tables of ``api`` (``docs/api.rst``),
     whose module is ``attention`` (``causal_mask`` is ``attention.causal_mask``)."""
     names = set()
-    lines = resolve_optional_sections(api.read_text(encoding="utf-8")).split("\n")
+    lines = api.read_text(encoding="utf-8").split("\n")
     inside = False
     for line in lines:
         if re.match(r"^\.\. autosummary::", line):
@@ -145,7 +59,7 @@ def _skip_documented_elsewhere(app, what, name, obj, skip, options):
     module = getattr(obj, "__module__", None)
     if not module or not module.startswith(PACKAGE):
         return None
-    listed = listed_names(_api_source(app))
+    listed = listed_names(Path(app.srcdir) / "api.rst")
     # ``obj.__module__`` is where it is defined; the page may be the package's that re-exports it.
     for owner in {module, module.rsplit(".", 1)[0]}:
         if has_own_page(owner, name, obj, listed):
@@ -201,8 +115,6 @@ def _minigallery_directive():
 
 def setup(app):
     app.setup_extension("sphinx.ext.autosummary")
-    app.connect("source-read", _on_source_read)
-    app.connect("builder-inited", _generate_optional_pages)
     app.connect("autodoc-skip-member", _skip_documented_elsewhere)
     app.add_directive("module-minigallery", _minigallery_directive())
     return {"parallel_read_safe": True, "parallel_write_safe": True}
@@ -212,6 +124,4 @@ __all__ = [
     "has_own_page",
     "listed_names",
     "module_backreferences",
-    "module_exists",
-    "resolve_optional_sections",
 ]

@@ -36,10 +36,13 @@ def reset_seeds(gallery_conf, fname):
     seed is :func:`attention.repro.seed_everything`'s, the one a downloaded script uses too.
     """
     import torch
+    from attention_figures import record_show
 
     from attention.repro import seed_everything
 
     seed_everything()
+    # What a cell prints before plt.show() goes above its figures (attention_figures.scraper).
+    record_show()
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
 

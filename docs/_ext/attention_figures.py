@@ -2,19 +2,30 @@
 
 A figure is saved at its own size and shown in the page's text column; a figure wider than the
 column is shrunk to fit, and its text with it. :func:`scraper` refuses (fails the build) any
-figure whose text would show under :data:`MIN_PT` points at desktop width, or that draws lines,
+figure whose text would show under :data:`MIN_PT` points at desktop width, that draws lines,
 bars or markers in a red and a green of about the same lightness (a pair that most colour-blind
-readers cannot tell apart), before handing the figures to sphinx-gallery's own matplotlib scraper.
+readers cannot tell apart), whose colour bars repeat one scale or stand taller than the plots
+they explain, or that leaves an empty band above its title, before handing the figures to
+sphinx-gallery's own matplotlib scraper.
+
+The scraper also keeps a cell's output in the order it ran: sphinx-gallery shows a cell's
+figures first and everything it printed after them, so a line printed to introduce a figure
+would sit under it. What the cell printed before its first ``plt.show()`` is shown above its
+figures, what it printed after below them, as in the downloaded notebook (:func:`scraper`,
+:func:`record_show`).
 
 The same functions serve the tests (``tests/docs``) and a script run outside the build::
 
     small = small_text(fig, display_px=COLUMN_PX)   # [(text, points as shown), ...]
     pairs = red_green_pairs(fig)                    # [(red colour, green colour), ...]
+    bars = colour_bar_problems(fig)                 # [sentence, ...]
+    gap = top_gap_px(fig, display_px=COLUMN_PX)     # CSS pixels of nothing above the title
 """
 
 from __future__ import annotations
 
 import colorsys
+import sys
 
 #: The smallest text, in points as the reader sees it.
 MIN_PT = 8.0
@@ -140,6 +151,85 @@ def red_green_pairs(fig):
     ]
 
 
+#: A colour bar this much longer than the plots beside it looks like the scale of something else.
+COLOUR_BAR_STRETCH = 1.4
+#: The most empty space above a figure's first text or axes, in CSS pixels as shown.
+MAX_TOP_GAP_PX = 30.0
+
+
+def _colour_bars(fig):
+    """The colour bars drawn in ``fig``."""
+    return [
+        ax._colorbar
+        for ax in fig.axes
+        if ax.get_visible() and getattr(ax, "_colorbar", None) is not None
+    ]
+
+
+def colour_bar_problems(fig) -> list[str]:
+    """What is wrong with the colour bars of ``fig``, in sentences: panels side by side that
+    share one colour scale with a bar each (one bar serves them all, and leaves the panels
+    wider), or a bar much longer than the plots it stands beside
+    (:data:`COLOUR_BAR_STRETCH`), which reads as the scale of something else."""
+    fig.canvas.draw()  # the axes' final places (an image's aspect shrinks its axes)
+    bars = _colour_bars(fig)
+    if not bars:
+        return []
+    problems = []
+    scales: dict[tuple, list] = {}
+    for bar in bars:
+        norm, cmap = bar.mappable.norm, bar.mappable.get_cmap()
+        key = (cmap.name, type(norm).__name__, norm.vmin, norm.vmax)
+        scales.setdefault(key, []).append(bar.ax.get_window_extent())
+    for extents in scales.values():
+        # Bars of one scale side by side: their heights overlap.
+        in_a_row = [
+            (a, b)
+            for i, a in enumerate(extents)
+            for b in extents[i + 1 :]
+            if min(a.y1, b.y1) - max(a.y0, b.y0) > 0.5 * min(a.height, b.height)
+        ]
+        if in_a_row:
+            problems.append(
+                f"{len(extents)} colour bars of one colour scale for panels side by side: draw "
+                "one bar for the panels that share it (fig.colorbar(image, ax=axes))."
+            )
+            break
+    bar_axes = {id(bar.ax) for bar in bars}
+    plots = [
+        ax.get_window_extent()
+        for ax in fig.axes
+        if ax.get_visible() and id(ax) not in bar_axes and ax.axison
+    ]
+    if not plots:
+        return problems
+    for bar in bars:
+        extent = bar.ax.get_window_extent()
+        vertical = bar.orientation == "vertical"
+        length = extent.height if vertical else extent.width
+        low = min(p.y0 if vertical else p.x0 for p in plots)
+        high = max(p.y1 if vertical else p.x1 for p in plots)
+        span = high - low
+        if span > 0 and length > COLOUR_BAR_STRETCH * span:
+            side = "tall" if vertical else "wide"
+            problems.append(
+                f"a colour bar {length / span:.1f} times as {side} as the plots beside it: "
+                "give it their size (fig.colorbar(image, ax=axes, shrink=...)) or use "
+                "layout='compressed'."
+            )
+            break
+    return problems
+
+
+def top_gap_px(fig, *, display_px: float = COLUMN_PX) -> float:
+    """The empty band above the first text or axes of ``fig`` (its title, as a rule), in CSS
+    pixels as the page shows the figure."""
+    fig.canvas.draw()
+    top = fig.get_tightbbox(fig.canvas.get_renderer()).y1  # inches
+    gap_in = max(0.0, fig.get_figheight() - top)
+    return gap_in * _saved_dpi(fig) * shown_scale(fig, display_px=display_px)
+
+
 def figure_problems(fig, *, display_px: float = COLUMN_PX) -> list[str]:
     """What is wrong with ``fig`` as the page shows it, in sentences (empty when nothing)."""
     problems = []
@@ -160,13 +250,77 @@ def figure_problems(fig, *, display_px: float = COLUMN_PX) -> list[str]:
             f"red and green marks in one figure ({listed}): choose colour-blind-safe colours "
             "(e.g. blue #0072b2 and orange #e69f00)."
         )
+    problems += colour_bar_problems(fig)
+    gap = top_gap_px(fig, display_px=display_px)
+    if gap > MAX_TOP_GAP_PX:
+        problems.append(
+            f"{gap:.0f} px of empty space above the title as shown (at most "
+            f"{MAX_TOP_GAP_PX:g}): use layout='constrained' or a figure height that fits "
+            "the plot (an image keeps its aspect and leaves the rest of the height empty)."
+        )
     return problems
 
 
+# -- The order of a cell's output --------------------------------------------------------------
+
+#: While a cell runs: the buffer of what it printed (sphinx-gallery's capture of stdout) and
+#: how much of it was there at its first ``plt.show()``.
+_shown_at: dict = {}
+
+
+def record_show() -> None:
+    """Make ``plt.show()`` note how much the running cell has printed so far, the first time
+    it is called in the cell (the build's Agg backend shows nothing). Installed once."""
+    import matplotlib.pyplot as plt
+
+    if getattr(plt.show, "_attention_records", False):
+        return
+    original = plt.show
+
+    def show(*args, **kwargs):
+        output = getattr(sys.stdout, "output", None)  # sphinx-gallery's _LoggingTee
+        if output is not None and hasattr(output, "getvalue"):
+            if _shown_at.get("output") is not output:
+                _shown_at.update(output=output, offset=len(output.getvalue()))
+        return original(*args, **kwargs)
+
+    show._attention_records = True
+    plt.show = show
+
+
+def printed_before_show() -> str:
+    """What the cell that just ran printed before its first ``plt.show()``, taken out of its
+    captured output (which keeps what it printed after); empty when it showed nothing."""
+    output, offset = _shown_at.get("output"), _shown_at.get("offset", 0)
+    _shown_at.clear()
+    if output is None:
+        return ""
+    text = output.getvalue()
+    before, after = text[:offset], text[offset:]
+    if not before.strip():
+        return ""
+    output.seek(0)
+    output.truncate()
+    output.write(after)
+    return before
+
+
+def output_rst(text: str) -> str:
+    """A cell's printed text as sphinx-gallery writes it."""
+    from textwrap import indent
+
+    from sphinx_gallery.gen_rst import CODE_OUTPUT
+
+    return CODE_OUTPUT.format(indent(text.expandtabs(), " " * 4))
+
+
 def scraper(block, block_vars, gallery_conf, **kwargs):
-    """sphinx-gallery's matplotlib scraper, after :func:`figure_problems` found nothing."""
+    """sphinx-gallery's matplotlib scraper, after :func:`figure_problems` found nothing; what
+    the cell printed before showing its figures goes above them (:func:`record_show`)."""
     import matplotlib.pyplot as plt
     from sphinx_gallery.scrapers import matplotlib_scraper
+
+    record_show()  # for the next cells: this one ran before the scraper was first called
 
     numbers = plt.get_fignums()
     display_px = COLUMN_PX if len(numbers) <= 1 else MULTI_SHARE * COLUMN_PX
@@ -180,9 +334,16 @@ def scraper(block, block_vars, gallery_conf, **kwargs):
             report.append(f"figure {title or number!r}: {problem}")
     if report:
         plt.close("all")
+        _shown_at.clear()
         raise ValueError("unreadable figure\n" + "\n".join(report))
-    return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+    images = matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+    if not images.strip():
+        _shown_at.clear()
+        return images
+    before = printed_before_show()
+    return f"{output_rst(before)}\n{images}" if before else images
 
 
 def setup(app):
+    record_show()
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -101,6 +101,25 @@ def _api_target(env, module: str | None, obj: str) -> tuple[str, str] | None:
     return None
 
 
+def source_anchor(obj: str, documented) -> str | None:
+    """The anchor of ``obj`` in viewcode's highlighted source of its module: viewcode marks
+    only the objects the API reference documents (``documented``), so a private function or
+    an undocumented method is found through the documented object that holds it, else the
+    link goes to the top of the module's source.
+
+    >>> source_anchor("MultiHeadAttention._project", {"MultiHeadAttention": "generated/x"})
+    'MultiHeadAttention'
+    >>> source_anchor("_scores", {"scaled_dot_product_attention": "generated/y"}) is None
+    True
+    """
+    parts = obj.split(".") if obj else []
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in documented:
+            return name
+    return None
+
+
 def _resolve_excerpt_links(app, doctree, docname) -> None:
     """Make each caption placeholder a link: the file to its highlighted source at the object,
     the object to its API page (else to the source too)."""
@@ -116,7 +135,8 @@ def _resolve_excerpt_links(app, doctree, docname) -> None:
                 uri = app.builder.get_relative_uri(docname, target[0]) + f"#{target[1]}"
         if uri is None and module and modules.get(module):
             source = "_modules/" + module.replace(".", "/")
-            uri = app.builder.get_relative_uri(docname, source) + (f"#{obj}" if obj else "")
+            anchor = source_anchor(obj, modules[module][2])
+            uri = app.builder.get_relative_uri(docname, source) + (f"#{anchor}" if anchor else "")
         repo = app.config.html_theme_options.get("source_repository")
         if uri is None and kind == "file" and repo:  # code with no page here (benchmarks/)
             branch = app.config.html_theme_options.get("source_branch", "main")
@@ -337,5 +357,6 @@ __all__ = [
     "break_after_separators",
     "drop_empty_code_blocks",
     "excerpt_caption",
+    "source_anchor",
     "source_path",
 ]

@@ -252,13 +252,156 @@ def test_view_source_opens_the_pages_script(html_dir: Path, script: str):
         assert (page.parent / href).resolve().is_file()
 
 
+# The code cells of a tutorial (sphinx-gallery writes them as "highlight-Python"; the package
+# excerpts are "highlight-python"), and the HTML of its prose without any code.
+_CELL = re.compile(
+    r'<div class="highlight-Python notranslate"><div class="highlight"><pre>(.*?)</pre>',
+    flags=re.DOTALL,
+)
+_ANY_CODE = re.compile(
+    r'<div class="[^"]*highlight-\w+ notranslate"><div class="highlight"><pre>.*?</pre>',
+    flags=re.DOTALL,
+)
+
+
+def visible_code(rendered: str) -> str:
+    """The code of a tutorial's cells as the reader sees it (hidden lines are not there)."""
+    return "\n".join(text_of_code(cell) for cell in _CELL.findall(rendered))
+
+
+def text_of_code(fragment: str) -> str:
+    import html as html_module
+
+    return html_module.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def prose_of(rendered: str) -> str:
+    article = rendered[rendered.index("<article") : rendered.index("</article>")]
+    return _ANY_CODE.sub("", article)
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_a_name_imported_in_sight_is_used_in_sight(html_dir: Path, script: str):
+    """A page that shows ``from attention.repro import claim`` shows a ``claim(...)`` too:
+    an import whose every use is hidden reads as an unused import."""
+    code = visible_code(html(html_dir / "tutorials" / script.replace(".py", ".html")))
+    unused = []
+    for imported in re.findall(r"^from attention\.repro import ([\w, ]+)$", code, re.MULTILINE):
+        for name in (n.strip() for n in imported.split(",")):
+            if len(re.findall(rf"\b{name}\b", code)) < 2:
+                unused.append(name)
+    assert not unused, (
+        f"{script} imports {unused} from attention.repro in a code cell but calls "
+        "it only in hidden lines: show one call, or hide the import with the calls"
+    )
+
+
+@pytest.mark.parametrize("name", ["seed_everything", "claim"])
+def test_the_repro_helpers_are_explained_where_a_reader_first_meets_them(html_dir: Path, name: str):
+    """The first page whose code calls ``seed_everything`` or ``claim`` says in its prose what
+    it does, with a link to its API entry."""
+    for script in gallery_scripts():
+        rendered = html(html_dir / "tutorials" / script.replace(".py", ".html"))
+        if re.search(rf"\b{name}\(", visible_code(rendered)):
+            break
+    else:
+        pytest.fail(f"no page calls {name} in sight")
+    prose = prose_of(rendered)
+    assert re.search(
+        rf'href="[^"]*generated/attention\.repro[^"]*#attention\.repro\.{name}"', prose
+    ), (
+        f"{script}, the first page that calls {name}, does not explain it (no link to its "
+        "API entry in the prose)"
+    )
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_a_method_the_prose_names_is_shown(script: str):
+    """A sentence that points at "its ``mask`` method" shows that method's code."""
+    source = (GALLERY_DIR / script).read_text(encoding="utf-8")
+    prose = "\n".join(line for line in source.split("\n") if line.startswith("#"))
+    shown = set(re.findall(r":pyobject:\s*\S*?\.?(\w+)\s*$", source, flags=re.MULTILINE))
+    shown |= set(re.findall(r"^\s*def (\w+)\(", source, flags=re.MULTILINE))
+    named = set(re.findall(r"``(\w+)`` method", prose))
+    missing = sorted(named - shown)
+    assert not missing, f"{script} names the method(s) {missing} but never shows them"
+
+
+_GENERATED_LINES = re.compile(r"^\.\. GENERATED FROM PYTHON SOURCE LINES (\d+)-(\d+)$", re.M)
+_PRINT = re.compile(r"^\s*print\(")
+_SHOW = re.compile(r"^\s*plt\.show\(")
+
+
+def output_order(rst: str, script: str) -> list[tuple[int, str, str]]:
+    """For each cell of a rendered page that both prints and shows a figure, where its source
+    prints (``"before"`` or ``"after"`` its first ``plt.show()``; cells that do both are left
+    out) and where the page shows the printed text (``"above"`` or ``"below"`` the figures).
+    Returns (first line of the cell, printed, shown)."""
+    source = script.split("\n")
+    marks = list(_GENERATED_LINES.finditer(rst))
+    found = []
+    for k, mark in enumerate(marks):
+        section = rst[mark.end() : marks[k + 1].start() if k + 1 < len(marks) else len(rst)]
+        if ".. code-block:: Python" not in section:
+            continue
+        image = re.search(r"^\.\. (?:image-sg|image)::|sphx-glr-horizontal", section, re.M)
+        output = section.find("sphx-glr-script-out")
+        if image is None or output < 0:
+            continue
+        first, last = int(mark.group(1)), int(mark.group(2))
+        lines = source[first - 1 : last]
+        shows = [i for i, line in enumerate(lines) if _SHOW.match(line)]
+        prints = [i for i, line in enumerate(lines) if _PRINT.match(line)]
+        if not shows or not prints:
+            continue
+        if max(prints) < shows[0]:
+            printed = "before"
+        elif min(prints) > shows[0]:
+            printed = "after"
+        else:
+            continue
+        found.append((first, printed, "above" if output < image.start() else "below"))
+    return found
+
+
+def test_output_order_is_read_from_a_page():
+    script = "x\nprint(1)\nplt.show()\nplt.show()\nprint(2)\n"
+    rst = (
+        ".. GENERATED FROM PYTHON SOURCE LINES 2-3\n\n.. code-block:: Python\n\n    x\n\n"
+        ".. rst-class:: sphx-glr-script-out\n\n.. image-sg:: a.png\n\n"
+        ".. GENERATED FROM PYTHON SOURCE LINES 4-5\n\n.. code-block:: Python\n\n    x\n\n"
+        ".. image-sg:: b.png\n\n.. rst-class:: sphx-glr-script-out\n"
+    )
+    assert output_order(rst, script) == [(2, "before", "above"), (4, "after", "below")]
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_printed_lines_keep_their_place_around_the_figures(script: str):
+    """A cell shows what it printed where it printed it: above its figures what it printed
+    before ``plt.show()`` (a line that introduces the figure), below them what it printed
+    after, as a notebook shows it (sphinx-gallery alone puts all of it below)."""
+    rst_path = ROOT / "docs" / "tutorials" / script.replace(".py", ".rst")
+    if not rst_path.is_file():
+        pytest.skip(f"{rst_path} is not built")
+    order = output_order(
+        rst_path.read_text(encoding="utf-8"), (GALLERY_DIR / script).read_text(encoding="utf-8")
+    )
+    wrong = [
+        f"the cell at line {line} prints {printed} plt.show(); the page shows it {shown}"
+        for line, printed, shown in order
+        if (printed, shown) in {("before", "below"), ("after", "above")}
+    ]
+    assert not wrong, f"{script}: " + "; ".join(wrong)
+
+
 # -- The API reference ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "module",
     ["attention.repro", "attention.masks", "attention.flex", "attention.recipes",
-     "attention.training", "attention.measure"],
+     "attention.training", "attention.measure", "attention.distributed", "attention.data",
+     "attention.dates", "attention.text"],
 )  # fmt: skip
 def test_module_pages_end_with_the_tutorials_that_use_them(html_dir: Path, module: str):
     page = html(html_dir / "generated" / f"{module}.html")

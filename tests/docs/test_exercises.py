@@ -290,11 +290,10 @@ def test_the_prerequisites_line_links_the_pages_by_title_and_times_the_page(buil
         assert "Queries" in title or "Scaled" in title or "scaled" in title
     assert re.search(r"Reading time: about 1 min$", line.strip())
     # The line sits under the title.
-    assert (
-        html.index("</h1>")
-        < html.index("attention-prerequisites")
-        < html.index("Written by the test suite")
-    )
+    # (The page's first words are in its <head> too, as its description for link previews.)
+    title_end = html.index("</h1>")
+    line_at = html.index("attention-prerequisites", title_end)
+    assert line_at < html.index("Written by the test suite", title_end)
 
 
 def test_the_reading_time_grows_with_the_text(built):
@@ -337,7 +336,13 @@ def test_a_page_in_a_part_links_pages_in_other_parts(built):
 
 def test_the_gallery_card_carries_the_number_the_summary_and_the_time(built):
     index = (built / "4_generation" / "index.html").read_text(encoding="utf-8")
-    card = index[index.index("98_in_a_part") - 2000 : index.index("98_in_a_part") + 2000]
+    # The card, not the sidebar's link to the page.
+    cards = re.findall(
+        r'<div class="sphx-glr-thumbcontainer[^"]*".*?attention-card-time">.*?</div>',
+        index[index.index("<article") :],
+        flags=re.DOTALL,
+    )
+    (card,) = [c for c in cards if 'href="98_in_a_part.html"' in c]
     assert '<span class="attention-card-number">98</span>' in card
     assert "A made-up page, to find pages in other parts." in card
     assert re.search(r'attention-card-time">\d+ min<', card)

@@ -1,6 +1,6 @@
 """The site's extensions (docs/_ext) on their own, without a build: their docstring examples,
-the course they read from the gallery, the sections of the API reference that wait for a
-module, and the reST they rewrite."""
+the course they read from the gallery, the API reference's list of names, and the reST they
+rewrite."""
 
 from __future__ import annotations
 
@@ -80,17 +80,6 @@ def test_cards_get_a_number_a_summary_and_a_time():
     assert '<span class="attention-card-number">7</span> Seven</div>' in out
     assert '<div class="attention-card-summary">Uses a.</div>' in out
     assert '<div class="attention-card-time">4 min</div>' in out
-
-
-def test_an_api_section_waits_for_its_module():
-    text = (ROOT / "docs" / "api.rst").read_text(encoding="utf-8")
-    kept = api.resolve_optional_sections(text, exists=lambda module: True)
-    dropped = api.resolve_optional_sections(text, exists=lambda module: False)
-    assert "when-module-exists" not in kept + dropped
-    assert "autosummary-when-present" not in kept + dropped
-    assert len(dropped) < len(kept)
-    with pytest.raises(ValueError, match="not closed"):
-        api.resolve_optional_sections(".. when-module-exists:: m\nA\n")
 
 
 def test_every_public_name_and_module_is_listed_in_the_api_reference():

@@ -1,5 +1,6 @@
 """The build's figure checks (docs/_ext/attention_figures.py): text that shows under 8 pt in
-the page's column, and red next to green, are found; a figure that fits passes."""
+the page's column, red next to green, colour bars that repeat a scale or outgrow their plots,
+and an empty band above the title are found; a figure that fits passes."""
 
 from __future__ import annotations
 
@@ -98,3 +99,99 @@ def test_a_red_and_a_green_of_different_lightness_pass(checks):
     ax.bar([0], [1], color="#a6d8a6")
     ax.plot([0, 1], [0, 1], color="#b3401a")
     assert checks.red_green_pairs(fig) == []
+
+
+def _heatmap(ax, colour_bar: bool = True):
+    import numpy as np
+
+    image = ax.imshow(np.linspace(0, 1, 25).reshape(5, 5), vmin=0, vmax=1)
+    if colour_bar:
+        ax.figure.colorbar(image, ax=ax)
+    return image
+
+
+def test_panels_of_one_scale_with_a_bar_each_are_refused(checks):
+    # Three square heatmaps in a wide, tall figure, each with its own bar: the bars repeat one
+    # scale and stand twice as tall as the panels.
+    fig, axes = plt.subplots(1, 3, figsize=(9, 4.8), layout="constrained")
+    for ax in axes:
+        _heatmap(ax)
+    problems = checks.colour_bar_problems(fig)
+    assert any("3 colour bars of one colour scale for panels side by side" in p for p in problems)
+    assert any("times as tall as the plots" in p for p in problems), problems
+
+
+def test_one_bar_for_panels_that_share_a_scale_passes(checks):
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.2), layout="compressed")
+    images = [_heatmap(ax, colour_bar=False) for ax in axes]
+    fig.colorbar(images[-1], ax=axes, shrink=0.9)
+    assert checks.colour_bar_problems(fig) == []
+    # Panels stacked, each with its bar beside it: each bar reads with its panel.
+    fig, axes = plt.subplots(3, 1, figsize=(6, 9), layout="constrained")
+    for ax in axes:
+        _heatmap(ax)
+    assert checks.colour_bar_problems(fig) == []
+    # One heatmap with its bar, as plot_attention draws it.
+    fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")
+    _heatmap(ax)
+    assert checks.figure_problems(fig) == []
+
+
+def test_an_empty_band_above_the_title_is_refused(checks):
+    # A square heatmap in a tall figure: the image keeps its aspect, the height is left empty.
+    fig, ax = plt.subplots(figsize=(7.5, 9))
+    _heatmap(ax)
+    ax.set_title("Layer 2, head 0")
+    assert checks.top_gap_px(fig) > checks.MAX_TOP_GAP_PX
+    assert any("empty space above the title" in p for p in checks.figure_problems(fig))
+    fig, ax = plt.subplots(figsize=(7.5, 6), layout="constrained")
+    _heatmap(ax)
+    ax.set_title("Layer 2, head 0")
+    assert checks.top_gap_px(fig) < 10
+
+
+def test_what_a_cell_prints_before_showing_its_figure_goes_above_it(checks, tmp_path):
+    """sphinx-gallery shows a cell's figures, then all it printed; the scraper moves what was
+    printed before ``plt.show()`` above the figures, as a notebook shows it."""
+    from sphinx_gallery.gen_rst import _LoggingTee
+
+    checks.record_show()
+    tee = _LoggingTee(str(tmp_path / "page.py"))  # now sys.stdout, as while a cell runs
+    try:
+        print("the period is 7, so the stripe is 6 back")
+        fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+        ax.plot([0, 1], [1, 0], color="#0072b2")
+        plt.show()
+        print("after the figure")
+    finally:
+        tee.restore_std()
+    paths = iter([str(tmp_path / "image_001.png")])
+    block_vars = {"image_path_iterator": paths, "example_globals": {}}
+    conf = {"image_srcset": [], "matplotlib_animations": (False,), "src_dir": str(tmp_path)}
+    conf.update(compress_images=(), compress_images_args=())
+    rst = checks.scraper(None, block_vars, conf)
+    above, _, figure = rst.partition(".. image")
+    assert "sphx-glr-script-out" in above and "the stripe is 6 back" in above, rst
+    assert "image_001.png" in figure or "image_001" in rst
+    assert tee.output.getvalue() == "after the figure\n"  # still shown below the figure
+
+
+def test_a_cell_that_prints_only_after_its_figure_is_left_alone(checks, tmp_path):
+    from sphinx_gallery.gen_rst import _LoggingTee
+
+    checks.record_show()
+    tee = _LoggingTee(str(tmp_path / "page.py"))
+    try:
+        fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+        ax.plot([0, 1], [1, 0], color="#0072b2")
+        plt.show()
+        print("the numbers the figure drew")
+    finally:
+        tee.restore_std()
+    paths = iter([str(tmp_path / "image_001.png")])
+    block_vars = {"image_path_iterator": paths, "example_globals": {}}
+    conf = {"image_srcset": [], "matplotlib_animations": (False,), "src_dir": str(tmp_path)}
+    conf.update(compress_images=(), compress_images_args=())
+    rst = checks.scraper(None, block_vars, conf)
+    assert "sphx-glr-script-out" not in rst
+    assert tee.output.getvalue() == "the numbers the figure drew\n"

@@ -195,6 +195,8 @@ def test_figures_link_to_full_size_on_a_phone(site_dir: Path, site_url: str, bro
 # is shown at, its link (the scrolling region) and the line under it, and the page's width.
 _FIGURE_SIZES_JS = """
 async () => {
+  // A figure in an exercise's solution is seen with the solution open.
+  document.querySelectorAll("details").forEach(details => { details.open = true; });
   const images = Array.from(document.querySelectorAll(
     "img.sphx-glr-single-img, img.sphx-glr-multi-img"));
   for (const img of images) {
