@@ -781,9 +781,9 @@ claim("American order: the month made of the second number", high_second, above=
 # %%
 # .. solution 3
 #
-# It gets the year right for only some of these dates, and almost every year it gets
-# wrong is one of 1950 to 2049, the years it was trained on: outside them, it writes a
-# year it knows.
+# It gets the year right for only some of these dates, and the great majority of the
+# years it gets wrong are years of 1950 to 2049, the years it was trained on: outside
+# them, it writes a year it knows.
 
 start = datetime.date(2050, 1, 1)
 late = [start + datetime.timedelta(days=i) for i in range(0, 18262, 37)]  # 2050-2099
@@ -814,7 +814,7 @@ claim("years 2050-2099: year right", year_right, below=0.6)
 claim(
     "years 2050-2099: wrong years in 1950-2049",
     known / max(1, len(late_wrong)),
-    above=0.75,
+    above=0.7,
 )
 
 # %%
