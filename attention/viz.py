@@ -7,7 +7,7 @@ a new figure and returns the figure.
 import math
 from collections.abc import Sequence
 
-from ._checks import check_float, check_has_values
+from ._checks import check_bool, check_float, check_has_values
 
 __all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend"]
 
@@ -110,7 +110,9 @@ def _label_axis(ax, axis: str, labels, room: float, name: str) -> None:
     (ax.set_xlabel if axis == "x" else ax.set_ylabel)(name)
 
 
-def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None, vmax=None):
+def plot_attention(
+    weights, *, x_tokens=None, y_tokens=None, ax=None, title=None, vmax=None, colorbar=True
+):
     r"""Draw attention weights as a heatmap: queries down the side, keys along the bottom.
 
     One :math:`(L, S)` matrix draws one heatmap; an :math:`(H, L, S)` stack draws a grid with one
@@ -130,6 +132,9 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
             Default: ``None``.
         vmax (float, optional): the weight drawn brightest, to compare several figures on one
             scale (e.g. ``1.0``). Default: ``None`` (the largest weight drawn).
+        colorbar (bool): draw the colour bar. Panels drawn into several ``ax`` on one scale
+            (the same ``vmax``) want one bar between them, drawn by the caller:
+            ``fig.colorbar(axes[0].images[0], ax=axes)``. Default: ``True``.
 
     Returns:
         matplotlib.figure.Figure: the figure drawn on.
@@ -155,6 +160,7 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
         )
     _check_title(title)
     _check_ax(ax)
+    check_bool(colorbar, "colorbar")
     vmax = _vmax(vmax, positive=True)
     L, S = weights.shape[-2:]
     _check_labels(x_tokens, "x_tokens", S)
@@ -193,7 +199,8 @@ def plot_attention(weights, *, x_tokens=None, y_tokens=None, ax=None, title=None
             _label_axis(axis, "y", y_tokens, height, "query")
         if H > 1:
             axis.set_title(f"head {h}")
-    fig.colorbar(image, ax=axes[:H], shrink=0.8, label="attention weight")
+    if colorbar:
+        fig.colorbar(image, ax=axes[:H], shrink=0.8, label="attention weight")
     if title is not None:
         width = max(20, int(8 * fig.get_figwidth()))
         title = "\n".join(textwrap.fill(line, width) for line in title.splitlines())

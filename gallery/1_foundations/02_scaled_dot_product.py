@@ -311,14 +311,15 @@ versions = {
     "scaled by 1/√D": (example / math.sqrt(512)).softmax(dim=-1),
 }
 
-fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), layout="compressed")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
     attention.plot_attention(
-        w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label
-    )
-    ax.images[0].set_clim(0.0, 1.0)  # the same colour scale for both panels
+        w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label, vmax=1.0,
+        colorbar=False,
+    )  # fmt: skip
     largest = w.max(dim=-1).values.round(decimals=2).tolist()
     print(f"{label:>14}: largest weight of each row {largest}")
+fig.colorbar(axes[0].images[0], ax=axes, label="attention weight")  # one scale, one bar
 fig.suptitle("The same scores at D = 512, with and without the scale")
 plt.show()
 

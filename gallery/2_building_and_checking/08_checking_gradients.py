@@ -402,7 +402,7 @@ assert all(g.isfinite().all() for g in ours_grads)
 import numpy as np
 
 shown_strategies = ["masked_fill -inf", "masked_fill -1e9", "this package"]
-fig, axes = plt.subplots(1, 3, figsize=(8, 3.8), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 3.0), layout="constrained")
 for ax, name in zip(axes, shown_strategies, strict=True):
     w_s = results[name][0]
     shown = w_s.cpu().numpy()
@@ -418,7 +418,7 @@ for ax, name in zip(axes, shown_strategies, strict=True):
     ax.set_xticks(range(S), [f"key {j}" for j in range(S)], rotation=45, ha="right")
     ax.set_yticks(range(L), [f"query {i}" for i in range(L)])
     ax.set_xlabel("key")
-fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+fig.colorbar(image, ax=axes, shrink=0.55, label="attention weight")
 fig.suptitle("Attention weights when query 2 may attend to nothing (key 3: nobody may)")
 plt.show()
 

@@ -298,3 +298,17 @@ def test_real_dtypes_are_drawn(dtype):
     eye = torch.eye(2, dtype=dtype)
     for draw in (plot_attention, plot_matrix, plot_mask):
         assert draw(eye).axes
+
+
+def test_plot_attention_leaves_the_colour_bar_to_the_caller_when_asked():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        plot_attention(torch.eye(3), ax=ax, vmax=1.0, colorbar=False)
+    assert len(fig.axes) == 2  # the two heatmaps, no bar
+    fig.colorbar(axes[0].images[0], ax=axes)
+    assert len(fig.axes) == 3
+    with pytest.raises(TypeError, match="colorbar"):
+        plot_attention(torch.eye(3), colorbar="no")
+    plt.close("all")
