@@ -582,15 +582,17 @@ claim(
 
 n, t = max(digit_mistakes, key=lambda m: layer2_field[m[0], DIGITS.index(m[1])])
 length = len(held_out[n].source)
-fig = plot_attention(
+fig, ax = plt.subplots(figsize=(8, 3.0), layout="constrained")
+plot_attention(
     cross[n, 1, :, :, :length].mean(0),
     x_tokens=source_tokens(held_out[n].source),
     y_tokens=written_tokens(greedy[n]),
+    ax=ax,
     vmax=1.0,
     title=f"{held_out[n].source} written {greedy_text[n]} (right: {targets[n]})",
 )
-fig.axes[0].set_xlabel("source character")
-fig.axes[0].set_ylabel("written character")
+ax.set_xlabel("source character")
+ax.set_ylabel("written character")
 best_share = layer2_field[n, DIGITS.index(t)]
 print(f"the wrong row, {columns[DIGITS.index(t)]}: {best_share:.2f} on its field")
 claim("the drawn mistake's share on the right field", best_share, above=0.8)
