@@ -345,10 +345,10 @@ claim(
 
 # %%
 # Every head of layer 1 puts on the query's own position and the two before it well
-# over what a head spread evenly would (at least one and a half times as much), each in
-# its own proportions (the bars). Together they write into every position a mix of its
-# own token and the ones just before, which includes what the textbook's previous-token
-# head provides.
+# over what a head spread evenly would (several times as much: the printed shares),
+# each in its own proportions (the bars). Together they write into every position a
+# mix of its own token and the ones just before, which includes what the textbook's
+# previous-token head provides.
 #
 # The induction head with the highest score, drawn on one held-out sequence with its
 # tokens on the axes. In the second half (the lower rows), each query attends
@@ -444,7 +444,7 @@ claim("least share of the zeroed loss kept by mean-ablation", kept, above=0.5)
 
 # %%
 # And every head of layer 1 is needed: mean-ablating any one of them raises the
-# second-half loss to at least twice its value with all heads on, whatever the head's
+# second-half loss to several times its value with all heads on, whatever the head's
 # previous-token score, also for the head that looks most at the query's own position:
 
 layer1 = [ablated["mean"][1, head] for head in range(H)]
@@ -481,8 +481,8 @@ claim("second-half loss without the best induction head", without_induction, abo
 #   reads the answer: near-zero training loss, and generation that gets nearly all of
 #   the repeat wrong.
 # - On random tokens that repeat at a distance only the tokens reveal, a two-layer
-#   decoder learns to copy within a few hundred steps: layer 1 writes the previous
-#   token into each position, layer 2 finds the earlier occurrence and copies what
+#   decoder learns to copy within a few hundred steps: layer 1 mixes into each position
+#   the tokens just before it, layer 2 finds the earlier occurrence and copies what
 #   followed. Here the first role is spread over all the heads of layer 1.
 # - Pick heads by the score that defines them, check whether the model needs them by
 #   switching them off, with mean-ablation as the control for zero-ablation, and let

@@ -185,10 +185,10 @@ assert speedup > 1
 
 # %%
 # Without the cache, the time of a step grows with the sequence: every step re-encodes
-# all of it. With the cache it grows far more slowly: the attention over the cached
-# keys still grows with :math:`S`, but the projections and the feed-forward networks,
-# most of a step's work in a model this size, now see one token instead of all of
-# them. (The times are measured on this run's machine; a busy machine makes them
+# all of it. With the cache it stays nearly flat at these lengths: the attention over
+# the cached keys grows with :math:`S`, but the projections and the feed-forward
+# networks, most of a step's work in a model this size, now see one token instead of
+# all of them. (The times are measured on this run's machine; a busy machine makes them
 # noisy.)
 #
 # The cache's memory
@@ -277,8 +277,8 @@ assert torch.allclose(grouped, torch_gqa, atol=1e-12)
 # period, :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py` showed
 # (exercise 4) that attention can find the token to copy by position alone, whatever its
 # keys hold. With a period that changes from sequence to sequence, the induction heads
-# must find the earlier occurrence of a token by its content, through the keys that
-# layer 1 wrote the previous token into. The previous page's model, four query heads
+# must find the earlier occurrence of a token by its content, through keys that depend
+# on what layer 1 mixed into each position. The previous page's model, four query heads
 # and four key/value heads per layer, comes back from
 # :func:`attention.recipes.fit_repeat_model` without training again (the recipe trains
 # once per process and arguments); the same recipe with one key/value head per layer
