@@ -327,10 +327,8 @@ class TransformerDecoderBlock(nn.Module):
 
     def _attend(self, attn: MultiHeadAttention, q, k, v, mask) -> tuple[Tensor, Tensor]:
         """The package's kernel on every head, then ``attn``'s output projection."""
-        dropout_p = attn.dropout if attn.training else 0.0
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask, dropout_p=dropout_p
-        )  # (N, H, L, D), (N, H, L, S)
+        p = attn.dropout if attn.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)  # (N, H, L, D)
         return attn.out_proj(merge_heads(out)), weights  # (N, H, L, D) -> (N, L, E)
 
     def _self_attention(self, x: Tensor, mask, cache: KVCache | None, layer: int):

@@ -129,11 +129,7 @@ def prefix_lm(prefix: int):
         tensor([ True,  True, False])
     """
     check_index(prefix, "prefix")
-
-    def prefix_lm_predicate(q: Tensor, k: Tensor) -> Tensor:
-        return causal(q, k) | (k < prefix)
-
-    return prefix_lm_predicate
+    return lambda q, k: causal(q, k) | (k < prefix)
 
 
 def _grid(predicate, L: int, S: int, device) -> Tensor:
