@@ -3,6 +3,8 @@ Queries, keys and values: attention as a soft lookup
 ====================================================
 
 .. prerequisites::
+   :summary: Attention as a soft lookup: a query scored against keys, a softmax into
+      weights, and a weighted blend of the values.
    :assumes: a PyTorch tensor and a matrix product
 
 Attention is a way of looking things up. You give it a *query*; it compares the query

@@ -3,6 +3,8 @@ Scaled dot-product attention, step by step
 ==========================================
 
 .. prerequisites:: 01_qkv_analogy
+   :summary: The formula in four steps, with the shape of every tensor, and a
+      measurement of why the scores are divided by the square root of D.
 
 Scaled dot-product attention is the formula at the heart of every Transformer:
 

@@ -3,6 +3,8 @@ Single-head self-attention
 ==========================
 
 .. prerequisites:: 02_scaled_dot_product
+   :summary: Self-attention's three projections read line by line, then set by hand so
+      that a short sentence's weights can be checked by eye.
 
 In *self*-attention the queries, the keys and the values all come from the same
 sequence: every token looks at every token of its own sentence, itself included. Each

@@ -3,6 +3,8 @@ Multi-head attention
 ====================
 
 .. prerequisites:: 03_self_attention
+   :summary: Heads as a view and a transpose: MultiHeadAttention on a batch, checked
+      against eight separate attentions, and one head compared with eight.
 
 One attention over all 512 dimensions of a token, or eight attentions over 64 dimensions
 each? Multi-head attention takes the second option: it cuts the projected queries, keys

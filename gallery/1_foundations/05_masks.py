@@ -3,6 +3,8 @@ Building masks
 ==============
 
 .. prerequisites:: 04_multi_head
+   :summary: The causal and padding masks: built, drawn, combined and applied to a
+      multi-head layer, with what they do to its weights.
 
 A mask decides which keys a query may attend to. Two masks do almost all the work: the
 *causal* (look-ahead) mask, which stops a token from reading the tokens after it, and

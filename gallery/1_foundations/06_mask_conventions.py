@@ -3,6 +3,8 @@ PyTorch's mask conventions
 ==========================
 
 .. prerequisites:: 04_multi_head 05_masks
+   :summary: Every PyTorch mask convention on one example, and where they differ: half
+      precision, a query with no key left, more keys than queries.
 
 PyTorch has more than one way of saying "this key is blocked", and they disagree on
 what ``True`` means. This page puts every mask convention found in PyTorch side by

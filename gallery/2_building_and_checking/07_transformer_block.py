@@ -3,6 +3,8 @@ The Transformer block
 =====================
 
 .. prerequisites:: 04_multi_head 05_masks
+   :summary: Feed-forward, residuals, layer norm and dropout around attention; post-LN
+      against pre-LN, measured; equal to nn.TransformerEncoderLayer.
 
 Attention lets tokens exchange information; a Transformer block wraps it with the parts
 that make a deep stack of such layers trainable: a position-wise feed-forward network, a

@@ -3,6 +3,8 @@ Checking gradients
 ==================
 
 .. prerequisites:: 05_masks 07_transformer_block
+   :summary: gradcheck and gradgradcheck on the package, why they need float64, and the
+      gradient through a query that may attend to nothing.
 
 Autograd writes the backward pass for us, but it only differentiates what the forward
 pass does: a mask that lets a gradient leak to a key it should hide, or a NaN that

@@ -3,6 +3,8 @@ Testing against PyTorch
 =======================
 
 .. prerequisites:: 04_multi_head 06_mask_conventions 07_transformer_block
+   :summary: Golden tests: the same weights in this package and in PyTorch's modules
+      give the same outputs to rounding; then a property test.
 
 PyTorch ships its own ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` and
 ``F.scaled_dot_product_attention``. They are the best test this package could ask for:

@@ -3,6 +3,8 @@ Reading attention: heatmaps, entropy and ablation
 =================================================
 
 .. prerequisites:: 04_multi_head 10_classifier
+   :summary: The trained classifier read: heatmaps, what each head does over a thousand
+      sentences, what averaging hides, and which heads it needs.
 
 Attention weights are one of the few parts of a network that can be read directly: for
 every query token, a probability distribution over the key tokens. This page reads the

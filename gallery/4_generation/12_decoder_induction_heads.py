@@ -3,6 +3,8 @@ A decoder, and the induction heads it learns
 ============================================
 
 .. prerequisites:: 05_masks 10_classifier
+   :summary: A GPT-style decoder trained to copy: the causal mask, teacher forcing, and
+      the circuit of heads that finds and copies an earlier token.
 
 The classifier of :ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py`
 reads a whole sentence at once. GPT-style language models work differently: they

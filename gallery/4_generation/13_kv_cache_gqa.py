@@ -3,6 +3,8 @@ Generating with a KV cache, and sharing keys and values
 =======================================================
 
 .. prerequisites:: 12_decoder_induction_heads
+   :summary: Generation with and without a KV cache (the same tokens, less work), the
+      cache's memory, and multi-query and grouped-query attention.
 
 A decoder generates one token at a time: predict, append, predict again. Done naively,
 every step re-encodes the whole sequence so far, and the work per token grows with its

@@ -3,6 +3,8 @@ Positions: sinusoidal, learned, rotary (RoPE) and ALiBi
 =======================================================
 
 .. prerequisites:: 03_self_attention 05_masks 10_classifier 12_decoder_induction_heads
+   :summary: Sinusoidal, learned, rotary (RoPE) and ALiBi positions, and a measured test
+      of each on sequences longer than those it was trained on.
 
 Attention compares every query with every key, and nothing in that comparison says where
 the two tokens stand. This page shows that attention without positions (and without a

@@ -3,6 +3,8 @@ An encoder-decoder: cross-attention read as an alignment
 ========================================================
 
 .. prerequisites:: 07_transformer_block 12_decoder_induction_heads 13_kv_cache_gqa
+   :summary: An encoder-decoder trained to rewrite dates: cross-attention, greedy and
+      beam search, and how far its weights read as an alignment.
 
 Every model so far attends within one sequence. Translation, summarisation and speech
 recognition map one sequence to *another*: an **encoder** reads the source, and a

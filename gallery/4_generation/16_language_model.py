@@ -3,6 +3,8 @@ A language model on real text
 =============================
 
 .. prerequisites:: 12_decoder_induction_heads 13_kv_cache_gqa 14_positions
+   :summary: A character-level language model trained on Python's own documentation:
+      baselines, temperature, top-k and top-p sampling, attention sinks.
 
 Every model on the earlier pages learned synthetic tokens. This one reads and writes
 real text: a decoder-only language model of the GPT kind :cite:p:`radford2019`, the

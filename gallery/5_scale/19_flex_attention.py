@@ -3,6 +3,8 @@ Masks as functions, and FlexAttention
 =====================================
 
 .. prerequisites:: 05_masks 18_memory_efficient
+   :summary: Masks as rules of the query and key positions (causal, sliding window,
+      documents, prefix-LM, ALiBi, soft-capping) run by FlexAttention.
 
 The masks of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` are bool matrices: one
 entry per query and key. Every mask in use today also has a short *rule* behind it: a

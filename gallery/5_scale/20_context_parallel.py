@@ -3,6 +3,8 @@ Attention across devices: context parallelism
 =============================================
 
 .. prerequisites:: 04_multi_head 18_memory_efficient
+   :summary: One sequence split across four processes: ring, all-gather and Ulysses
+      attention, checked against one process, with their traffic and memory.
 
 :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` introduced the online softmax:
 attention over blocks of keys, merged one block at a time, that never builds the whole
