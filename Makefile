@@ -4,7 +4,8 @@
 #   make html     build the site into build/html (runs the changed gallery scripts)
 #   make test     lint, unit tests and doctests, a clean build running every example,
 #                 then the build-behaviour and built-site tests (a sample of the reruns:
-#                 each page that trains once more under one other seed and CPU capability,
+#                 half the pages that train once more under one other seed and CPU
+#                 capability, the other half the next day, ATTENTION_CLAIMS_SAMPLE=all for all;
 #                 and a few downloads run in full); under 20 minutes on 2 cores
 #   make serve    serve build/html on http://127.0.0.1:8000 for reading
 #   make lint     ruff check and ruff format --check

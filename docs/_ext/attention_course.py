@@ -258,8 +258,12 @@ def build_course(env) -> tuple[list[Part], str]:
             path = (rendered / arg).resolve()
             return read_literalinclude(path, options, env.config)
 
+        # The copy sphinx-gallery ran and renders, from which the page's own line reads its
+        # time (attention_prerequisites), so that both say the same while a page is edited.
+        copy = rendered / script.name
+        source = copy if copy.is_file() else script
         try:
-            return reading_minutes(script_blocks(script, env.config.sphinx_gallery_conf), include)
+            return reading_minutes(script_blocks(source, env.config.sphinx_gallery_conf), include)
         except (OSError, ValueError):
             return 0  # the page's own line says why (attention_prerequisites)
 
@@ -293,7 +297,7 @@ def outline_rst(parts: list[Part], gallery_dir: str) -> list[str]:
         for page in part.pages:
             lines.append(
                 f"- {page.number}\\. :ref:`{page.label(gallery_dir)}`: {page.summary} "
-                f"*({page.minutes} min)*"
+                f"*({page.minutes}\u00a0min)*"  # a no-break space: "(29 min)" on one line
             )
         lines.append("")
     return lines
@@ -432,9 +436,14 @@ def annotate_cards(text: str, pages: dict[str, Page]) -> str:
 
 def _inline_text(rst: str) -> str:
     """reST inline text as plain text: roles as their content (a ``:ref:`` as its title or its
-    label's page), literals and emphasis unmarked."""
+    label's page), a parenthetical citation left out, literals and emphasis unmarked.
+
+    >>> _inline_text("Layer norm :cite:p:`ba2016`, and ``x`` of :mod:`attention.data`.")
+    'Layer norm, and x of attention.data.'
+    """
+    text = re.sub(r"\s*:cite:p:`[^`]*`", "", rst)
     role = r":[\w:-]+:`(?:([^`<]*?)\s*<[^`>]*>|([^`]*))`"
-    text = re.sub(role, lambda m: m.group(1) or m.group(2), rst)
+    text = re.sub(role, lambda m: m.group(1) or m.group(2), text)
     return re.sub(r"``|\*\*?", "", text)
 
 

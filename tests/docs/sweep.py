@@ -23,7 +23,7 @@ table for the pages that no log covers, marked as carried, with the sweep they c
 whose bound changed between runs (its value computed as before) is judged in every run against the
 bound of its newest run, the one the page has now.
 
-``tests/docs/test_claims_hold.py`` runs the pages that train or sample under a few of these
+``tests/docs/test_claims_hold.py`` runs half the pages that train or sample, each under one of these
 settings in every ``make test``.
 """
 

@@ -1,17 +1,20 @@
 """The build is the integration test: a failing example or a Sphinx warning fails it.
 
-Two builds of a copy of the site, each executing only its extra gallery scripts (the rest of
-the site is built around them as usual): one with two scripts that raise, one with a script
-whose only fault is two broken references, so that the warnings alone fail it (a failing
-example ends the build before Sphinx counts its warnings).
+One build of a copy of the site, with three extra gallery scripts that each fail in their own
+way, executes only those scripts; the rest of the site is built around them as usual. A failing
+example ends that build before Sphinx counts its warnings, so that the warnings alone fail the
+build is shown on a one-page project built with the Makefile's own Sphinx options.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
-from docbuild import build_site_copy
+from docbuild import ROOT, build_site_copy
 
 RAISES = '''"""
 A page whose second cell raises
@@ -64,10 +67,11 @@ answer = 2 * 21
 assert answer == 41
 '''
 
-#: The pages of the build whose examples fail, each in its own way, in one build of a copy of
-#: the site (a build of the copy takes most of a minute: one is enough for the two).
+#: The pages of the failing build, each failing in its own way, in one build of a copy of the
+#: site (a build of the copy takes a minute or more: one is enough for the three).
 FAILING = {
     "99_raises_in_second_cell.py": RAISES,
+    "99_broken_references.py": BROKEN_REFERENCES,
     "1_foundations/99_wrong_solution.py": WRONG_SOLUTION,
 }
 
@@ -78,10 +82,25 @@ def failed(tmp_path_factory):
     return build_site_copy(tmp, FAILING, pattern=r"99_")
 
 
-@pytest.fixture(scope="module")
-def warned(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("warning")
-    return build_site_copy(tmp, {"99_broken_references.py": BROKEN_REFERENCES}, pattern=r"99_")
+def makefile_sphinx_options() -> list[str]:
+    """The options ``make html`` gives Sphinx (the Makefile's SPHINXBUILD), without the
+    configuration directory and the paths."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = re.search(r"^SPHINXBUILD := \$\(PY\) -m sphinx (.*)$", makefile, re.MULTILINE)
+    assert line, "the Makefile has no SPHINXBUILD line"
+    words = line.group(1).split()
+    options = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "-c":
+            skip = True  # the project's configuration: the test brings its own
+        elif word.startswith("-"):
+            options.append(word)
+        elif options and options[-1] == "-b":
+            options.append(word)
+    return options
 
 
 # The tests that read one build run on one xdist worker (--dist loadgroup), which builds it once.
@@ -97,13 +116,32 @@ def test_an_example_that_raises_fails_the_build_and_is_named(failed):
     assert "Error 2" in failed.output or "Error 1" in failed.output  # make reports the failure
 
 
-@pytest.mark.xdist_group("warning-build")
-def test_a_sphinx_warning_fails_the_build(warned):
-    output = warned.output
-    assert warned.returncode != 0, output[-3000:]
-    assert "failed leaving traceback" not in output, "an example failed, not only a warning"
-    assert re.search(r"\d+ warnings? \(with warnings treated as errors\)", output), output[-3000:]
+def test_a_sphinx_warning_alone_fails_the_build(tmp_path):
+    options = makefile_sphinx_options()
+    assert "-W" in options and "--keep-going" in options, options
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text("", encoding="utf-8")
+    (src / "index.rst").write_text(
+        "Page\n====\n\nA link to :ref:`a-label-that-does-not-exist`.\n", encoding="utf-8"
+    )
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", *options, str(src), str(tmp_path / "out")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "1 warning (with warnings treated as errors)" in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.xdist_group("failing-build")
+def test_broken_references_are_reported_with_their_page(failed):
     # Both broken references are reported (--keep-going), each with the page it is on.
+    output = failed.output
     assert re.search(r"99_broken_references\.rst.*undefined label", output), output[-3000:]
     assert re.search(
         r"99_broken_references\.rst.*reference target not found: attention\.no_such_function",

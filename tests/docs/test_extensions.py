@@ -65,7 +65,8 @@ def test_the_outline_lists_each_page_with_its_number_summary_and_time(tmp_path):
     text = "\n".join(course.outline_rst(parts, "tutorials"))
     assert ".. rubric:: :ref:`Part 1: First <sphx_glr_tutorials_1_first>`" in text
     assert "The first. (1 page, about 12 minutes)" in text
-    assert "- 7\\. :ref:`sphx_glr_tutorials_1_first_07_x.py`: What seven is. *(12 min)*" in text
+    item = "- 7\\. :ref:`sphx_glr_tutorials_1_first_07_x.py`: What seven is. *(12\u00a0min)*"
+    assert item in text
 
 
 def test_cards_get_a_number_a_summary_and_a_time():
