@@ -14,6 +14,8 @@
 #                 capability (rewrites tests/docs/claims.md, the weakest margin of every
 #                 claim), then `make downloads`
 #   make downloads  every downloaded notebook and script of the built site run in full
+#   make gettext  update the Chinese edition's catalogues (locale/zh_CN/LC_MESSAGES/*.po) from
+#                 the sources, without running any example; translate, then `make html`
 #   make clean    remove the build and the generated sources (keeps .venv)
 #
 # ATTENTION_GALLERY_PATTERN='04_' make html   runs only the scripts whose path matches
@@ -33,9 +35,16 @@ SPHINXOPTS ?=
 PYTEST_WORKERS ?= 2
 
 SPHINXBUILD := $(PY) -m sphinx -b html -W --keep-going -c . $(SPHINXOPTS) docs build/html
+# The Chinese edition, into build/html/zh_CN: it runs no example, it reuses the English build's
+# pages (docs/_ext/attention_i18n.py), so it comes second.
+SPHINXBUILD_ZH := ATTENTION_LANGUAGE=zh_CN $(PY) -m sphinx -b html -W --keep-going -c . \
+	$(SPHINXOPTS) docs build/html/zh_CN
+# The messages of every page, for the catalogues; runs no example (the prose is in the scripts).
+SPHINXBUILD_GETTEXT := ATTENTION_GALLERY_PATTERN='^$$' $(PY) -m sphinx -b gettext -W \
+	--keep-going -c . $(SPHINXOPTS) docs build/gettext
 GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
 
-.PHONY: html test unit lint serve bench robust downloads clean venv
+.PHONY: html test unit lint serve bench robust downloads gettext clean venv
 
 # The virtual environment: made once, refreshed when the requirements or the package metadata
 # change.
@@ -51,8 +60,23 @@ $(STAMP): requirements.txt pyproject.toml
 venv: $(STAMP)
 
 # -W --keep-going: every warning is reported, and any warning or failing example fails the build.
+# The languages `make html` builds: English, then the Chinese edition (`LANGUAGES=en` for English
+# alone, as the build-behaviour tests' throwaway copies do).
+LANGUAGES ?= en zh_CN
+
 html: $(STAMP)
 	$(SPHINXBUILD)
+ifneq ($(filter zh_CN,$(LANGUAGES)),)
+	$(SPHINXBUILD_ZH)
+endif
+
+# The catalogues of the Chinese edition, updated from the sources: new and changed messages
+# come in untranslated or fuzzy, and `make test` fails until each one is translated. The API
+# reference and the computation-times tables are not translated (attention_i18n.UNTRANSLATED).
+gettext: $(STAMP)
+	$(SPHINXBUILD_GETTEXT)
+	$(PY) docs/_ext/attention_i18n.py prune build/gettext
+	$(PY) -m sphinx_intl update -p build/gettext -l zh_CN -d locale -w 0
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -69,9 +93,13 @@ unit: $(STAMP)
 # holds that port, so stop it first.
 # tests/docs: --dist loadgroup keeps the tests that share one build of a copy of the site on
 # one worker (xdist_group), so that copy is built once.
+# The Chinese build and the catalogues' templates follow the English build, running nothing;
+# tests/docs/test_translation.py fails on any message without its translation.
 test: lint unit
 	rm -rf $(GENERATED)
 	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)
+	$(SPHINXBUILD_ZH)
+	$(SPHINXBUILD_GETTEXT)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup tests/docs
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/site
 

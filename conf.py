@@ -25,6 +25,11 @@ Environment variables:
     wheel from there, and link to the API pages there; the link previews (Open Graph) and the
     sitemap name it too. On Read the Docs the build's ``READTHEDOCS_CANONICAL_URL`` is used when
     this is not set; otherwise it is ``make serve``'s ``http://127.0.0.1:8000/``.
+``ATTENTION_LANGUAGE``
+    The language of the build: ``en`` (the default) or ``zh_CN``, the Chinese edition, which
+    ``make html`` builds after the English one into ``build/html/zh_CN`` from the catalogues in
+    ``locale/zh_CN/LC_MESSAGES`` (see docs/_ext/attention_i18n.py). It runs no example: it reuses
+    the pages, outputs and figures that the English build wrote into ``docs/tutorials``.
 ``ATTENTION_REPOSITORY_URL`` (and ``ATTENTION_REPOSITORY_BRANCH``, default ``main``)
     The project's repository, for a fork's own build: every page links to its source file
     there (furo's view and edit buttons) and the footer to the repository. On Read the Docs the
@@ -45,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import attention_downloads  # noqa: E402  (docs/_ext, just put on the path)
+import attention_i18n  # noqa: E402
 import attention_site  # noqa: E402
 
 
@@ -135,6 +141,9 @@ extensions = [
     # docs/_ext/attention_tutorials.py: captions on the package excerpts, no empty code boxes,
     # "view source" opening a tutorial's script, names that break at a dot in the sidebar.
     "attention_tutorials",
+    # docs/_ext/attention_i18n.py: the language switch on every page, the Chinese edition's
+    # notebooks, and its build that reuses the English one's pages.
+    "attention_i18n",
     # Link previews when a page is shared (Open Graph), and a sitemap for search engines.
     "sphinxext.opengraph",
     "sphinx_sitemap",
@@ -145,7 +154,20 @@ templates_path = [str(DOCS / "_templates")]
 attention_root = str(ROOT)
 exclude_patterns = ["_templates", "_ext", "_static", "generated/backreferences"]
 root_doc = "index"
-language = "en"
+
+# -- Languages (docs/_ext/attention_i18n.py) ---------------------------------------------------
+
+# English, or the Chinese edition translated through Sphinx's own gettext catalogues: one
+# catalogue per page (gettext_compact), without line numbers, so that a change to one page's
+# prose changes that page's catalogue and nothing else.
+language = attention_i18n.build_language()
+locale_dirs = [str(ROOT / "locale")]
+gettext_compact = False
+gettext_location = False
+gettext_uuid = False
+if language == "zh_CN":
+    # Chinese search splits words with jieba (sphinx.search.zh).
+    html_search_language = "zh"
 
 # A broken cross-reference is a bug: references to this package must resolve. References to
 # other projects (torch.Tensor, int, ...) resolve only with intersphinx, which needs the network,
@@ -191,7 +213,9 @@ napoleon_custom_sections = ["Shape"]
 # -- Downloads (docs/_ext/attention_downloads.py) ---------------------------------------------
 
 # Where the site is served: the notebooks install the wheel from there and link to its pages.
-attention_site_url = attention_downloads.site_url()
+# The Chinese edition is served under the English site (zh_CN/), or on Read the Docs as a project
+# of its own (attention_i18n.site_root).
+attention_site_url = attention_i18n.site_root(language, attention_downloads.site_url())
 # The package's own requirement on torch: the notebooks keep any torch that satisfies it.
 attention_torch_requirement = _torch_requirement()
 attention_versions = VERSIONS
@@ -242,11 +266,24 @@ sphinx_gallery_conf = {
     # A cell that ends in a call returning a Figure, Axes or Text (plot_attention, ax.set_title)
     # prints nothing, so pages need no `_ = ` in front of such calls.
     "ignore_repr_types": r"matplotlib\.(figure|axes|text)",
+    # The Chinese build runs nothing: it reuses the English build's pages (attention_i18n).
+    **attention_i18n.gallery_overrides(language),
 }
 
 # -- HTML --------------------------------------------------------------------------------------
 
 html_theme = "furo"
+# furo's sidebar with the language switch under the site's name (docs/_templates/sidebar).
+html_sidebars = {
+    "**": [
+        "sidebar/scroll-start.html",
+        "sidebar/brand.html",
+        "sidebar/language.html",
+        "sidebar/search.html",
+        "sidebar/navigation.html",
+        "sidebar/scroll-end.html",
+    ]
+}
 html_title = "Attention in PyTorch"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["custom.css"]

@@ -196,14 +196,19 @@ def pages_of(parts: list[Part]) -> list[Page]:
     return [page for part in parts for page in part.pages]
 
 
-def duration(minutes: int) -> str:
-    """A reading time in words.
+def duration(minutes: int, language: str = "en") -> str:
+    """A reading time in words, in English or in Chinese (the Chinese edition).
 
     >>> duration(45), duration(60), duration(412)
     ('45 minutes', '1 hour', '6 hours 52 minutes')
+    >>> duration(412, "zh_CN")
+    '6 小时 52 分钟'
     """
     hours, rest = divmod(minutes, 60)
     words = []
+    if language == "zh_CN":
+        hours_text = [f"{hours} 小时"] if hours else []
+        return " ".join([*hours_text, *([f"{rest} 分钟"] if rest or not hours else [])])
     if hours:
         words.append(f"{hours} hour{'s' if hours > 1 else ''}")
     if rest or not hours:
@@ -214,8 +219,18 @@ def duration(minutes: int) -> str:
 _NUMBERS = "zero one two three four five six seven eight nine ten".split()
 
 
-def in_words(n: int) -> str:
+def in_words(n: int, language: str = "en") -> str:
+    """A count in words, as English writes a small one ("five"); Chinese writes "5"."""
+    if language != "en":
+        return str(n)
     return _NUMBERS[n] if 0 <= n < len(_NUMBERS) else str(n)
+
+
+#: How :func:`pages_role` joins page numbers: (one page, several pages, "," , "and", after).
+PAGE_WORDS = {
+    "en": ("page ", "pages ", ", ", " and ", ""),
+    "zh_CN": ("第 ", "第 ", "、", " 和 ", " 页"),
+}
 
 
 # -- The course of this build ----------------------------------------------------------------------
@@ -341,7 +356,8 @@ class CourseStart(Directive):
             f":ref:`Start here: {first.number}. {first.title} "
             f"<{first.label(gallery_dir)}>` *({first.minutes} min)*"
         ]
-        paragraph = nodes.paragraph(classes=[START_CLASS])
+        # Its reST as its raw source: the message a translation replaces, link included.
+        paragraph = nodes.paragraph(text[0], classes=[START_CLASS])
         inline, messages = self.state.inline_text(text[0], self.lineno)
         paragraph += inline
         return [paragraph, *messages]
@@ -351,11 +367,12 @@ def course_role(name, rawtext, text, lineno, inliner, options=None, content=None
     """``:course:`pages``` (how many), ``:course:`parts``` (how many, in words),
     ``:course:`time``` (the total reading time)."""
     env = inliner.document.settings.env
+    language = env.config.language
     parts, _ = build_course(env)
     values = {
         "pages": str(len(pages_of(parts))),
-        "parts": in_words(len([p for p in parts if p.folder])),
-        "time": duration(sum(part.minutes for part in parts)),
+        "parts": in_words(len([p for p in parts if p.folder]), language),
+        "time": duration(sum(part.minutes for part in parts), language),
     }
     if text not in values:
         message = inliner.reporter.error(
@@ -376,10 +393,11 @@ def pages_role(name, rawtext, text, lineno, inliner, options=None, content=None)
     parts, gallery_dir = build_course(env)
     by_stem = {page.stem: page for page in pages_of(parts)}
     stems = text.split()
-    out: list[nodes.Node] = [nodes.Text("page " if len(stems) == 1 else "pages ")]
+    one, several, comma, last, after = PAGE_WORDS.get(env.config.language, PAGE_WORDS["en"])
+    out: list[nodes.Node] = [nodes.Text(one if len(stems) == 1 else several)]
     for k, stem in enumerate(stems):
         if k:
-            out.append(nodes.Text(" and " if k == len(stems) - 1 else ", "))
+            out.append(nodes.Text(last if k == len(stems) - 1 else comma))
         page = by_stem.get(stem)
         if page is None:
             number = re.match(r"\d+", stem)
@@ -399,6 +417,8 @@ def pages_role(name, rawtext, text, lineno, inliner, options=None, content=None)
         xref += nodes.inline(str(page.number), str(page.number), classes=["attention-page-number"])
         xref["reftitle"] = page.title
         out.append(xref)
+    if after:
+        out.append(nodes.Text(after))
     return out, []
 
 

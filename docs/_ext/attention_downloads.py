@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from attention_exercises import SOLUTION_MARKER, SOLUTION_TITLE
+from attention_i18n import rst_translator
 from attention_prerequisites import markdown_line, page_label, reading_minutes, script_blocks
 from docutils import nodes
 from docutils.parsers.rst import Directive
@@ -660,9 +661,11 @@ def convert_notebook(
     include: Callable[[str, Mapping[str, str]], str],
     links: Links,
     docname: str,
+    translate: Callable[[str], str] | None = None,
 ) -> tuple[dict, list[str]]:
     """The notebook of the gallery script ``path``, in Markdown with the code it includes and
-    each exercise's solution folded.
+    each exercise's solution folded; ``translate``, when given, translates the reST of each
+    text block first (the Chinese edition's notebooks: attention_i18n.rst_translator).
 
     Returns the notebook and the texts of its literalincludes.
     """
@@ -672,6 +675,11 @@ def convert_notebook(
     converter = _Converter(include=include, links=links, docname=docname)
     blocks = script_blocks(path, gallery_conf)
     converter.reading_minutes = reading_minutes(blocks, include)
+    if translate is not None:
+        blocks = [
+            Block(label, translate(content) if label == "text" else content, lineno)
+            for label, content, lineno in blocks
+        ]
     # A code cell that holds only hidden lines (build checks) would be an empty cell.
     blocks = [b for b in _split_solutions(blocks) if b.type == "text" or b.content.strip()]
     blocks = [
@@ -830,7 +838,12 @@ def rewrite_downloads(app) -> int:
             notebook_src = src[: -len(".py")] + ".ipynb"
             if notebook_src in dlfiles:
                 notebook, _ = convert_notebook(
-                    script, gallery_conf, include=include, links=links, docname=docname
+                    script,
+                    gallery_conf,
+                    include=include,
+                    links=links,
+                    docname=docname,
+                    translate=rst_translator(app, docname),
                 )
                 data = json.dumps(notebook, indent=2).encode("utf-8")
                 replacements[Path(notebook_src).name] = data

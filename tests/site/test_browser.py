@@ -292,6 +292,29 @@ def test_search_finds_multiheadattention(site_url: str, browser) -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize(
+    ("word", "page"),
+    [("注意力", "01_qkv_analogy"), ("掩码", "05_masks")],
+)
+def test_chinese_search_finds_chinese_words(word: str, page: str, site_url: str, browser) -> None:
+    """The Chinese edition's search splits Chinese text into words (jieba), so a word inside a
+    sentence is found, and it leads to the Chinese pages."""
+    with visit(browser, site_url) as v:
+        found = v.goto(f"zh_CN/search.html?q={word}")
+        results = found.locator("#search-results ul.search li")
+        try:
+            results.first.wait_for(state="attached", timeout=20_000)
+        except PlaywrightTimeoutError:
+            summary = found.locator("#search-results").inner_text()
+            pytest.fail(f"the Chinese search for {word} found nothing: {summary!r}")
+        hrefs = [
+            results.nth(i).locator("a").first.get_attribute("href") for i in range(results.count())
+        ]
+        problems = v.network_problems()
+    assert any(page in (href or "") for href in hrefs), hrefs
+    assert not problems, "\n".join(problems)
+
+
 def _switch_to_dark(page) -> None:
     """Click the theme toggle (as a reader does) until furo shows the dark theme."""
     toggle = page.locator("button.theme-toggle:visible").first

@@ -1,0 +1,364 @@
+"""The Chinese edition (简体中文): the same pages, translated through Sphinx's own gettext
+catalogues. Loaded by ``conf.py`` as a Sphinx extension.
+
+- ``ATTENTION_LANGUAGE`` picks the build's language (:func:`build_language`): ``en``, the
+  default, or ``zh_CN``. ``make html`` builds English into ``build/html``, running the examples,
+  then Chinese into ``build/html/zh_CN`` (:data:`SUBDIR`), which runs none: sphinx-gallery finds
+  every script unchanged since the English build and reuses the pages, outputs and figures that
+  build wrote into ``docs/tutorials`` (:func:`gallery_overrides`).
+- The catalogues: ``locale/zh_CN/LC_MESSAGES/<page>.po``, one per page (``make gettext``
+  updates them from the sources). Translated: every page's prose, headings, captions,
+  exercises and solutions. Not translated, by design: code, code comments, printed output,
+  figure labels, the API reference (its docstrings) and the build's table of computation
+  times; their pages are built in the Chinese site too, in English (:data:`UNTRANSLATED`).
+- Every page carries a language switch (``docs/_templates/sidebar/language.html``) to the same
+  page in the other language (:func:`language_links`), and declares its language in BCP 47
+  (``<html lang="zh-CN">``).
+- A Chinese page's notebook carries the translated prose in its Markdown cells
+  (:func:`rst_translator`, used by ``attention_downloads``); its code cells are the English
+  page's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
+#: The languages of the site: Sphinx's language code and the name its switch shows.
+LANGUAGES = {"en": "English", "zh_CN": "简体中文"}
+#: Where each language sits under the English site's root.
+SUBDIR = {"en": "", "zh_CN": "zh_CN/"}
+#: The glossary of the translation's terms: English, 中文, and whether the tests check that a
+#: message naming the English term uses the Chinese one.
+GLOSSARY = "locale/zh_CN/glossary.csv"
+#: The documents whose catalogues are not kept: the API reference (docstrings stay in English)
+#: and the build's table of computation times (numbers that change with every build).
+UNTRANSLATED = re.compile(r"^(api|generated/.*)$|(^|/)sg_execution_times$")
+
+
+def build_language(environ: Mapping[str, str] = os.environ) -> str:
+    """The language of this build: ``ATTENTION_LANGUAGE``, ``en`` when it is not set."""
+    language = environ.get("ATTENTION_LANGUAGE") or "en"
+    if language not in LANGUAGES:
+        raise ValueError(
+            f"ATTENTION_LANGUAGE: expected one of {', '.join(LANGUAGES)}, got {language!r}"
+        )
+    return language
+
+
+def bcp47(language: str) -> str:
+    """``zh_CN`` -> ``zh-CN``: the form of an HTML ``lang`` attribute."""
+    return language.replace("_", "-")
+
+
+def read_the_docs_roots(environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
+    """On Read the Docs, the address of each language's site, else None.
+
+    There the Chinese edition is a project of its own, a translation of the English one, served
+    beside it under its language code: ``https://<project>.readthedocs.io/zh-cn/latest/`` next
+    to ``.../en/latest/``. Each build knows its own address (``READTHEDOCS_CANONICAL_URL``) and
+    language (``READTHEDOCS_LANGUAGE``); the other address swaps the language code.
+    """
+    url = environ.get("READTHEDOCS_CANONICAL_URL")
+    language = (environ.get("READTHEDOCS_LANGUAGE") or "").lower().replace("_", "-")
+    codes = {code: code.lower().replace("_", "-") for code in LANGUAGES}
+    if not url or language not in codes.values():
+        return None
+    head, sep, tail = url.rstrip("/").partition(f"/{language}/")
+    if not sep:
+        return None
+    return {code: f"{head}/{rtd}/{tail}/" for code, rtd in codes.items()}
+
+
+def site_root(language: str, english_root: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The address of the ``language`` site: on Read the Docs its own project's, elsewhere
+    ``english_root`` (the English site's address) and the language's folder under it."""
+    roots = read_the_docs_roots(environ)
+    return roots[language] if roots else english_root + SUBDIR[language]
+
+
+def language_links(
+    pagename: str, language: str, environ: Mapping[str, str] = os.environ
+) -> list[tuple[str, str, str, bool]]:
+    """``(code, name, url, current)`` of every language, each ``url`` to ``pagename`` in that
+    language: relative to the page ``pagename`` of the ``language`` build, or on Read the
+    Docs the other project's address."""
+    roots = read_the_docs_roots(environ)
+    up = "../" * (pagename.count("/") + SUBDIR[language].count("/"))
+    return [
+        (
+            bcp47(code),
+            name,
+            f"{roots[code] if roots else up + SUBDIR[code]}{pagename}.html",
+            code == language,
+        )
+        for code, name in LANGUAGES.items()
+    ]
+
+
+def gallery_overrides(language: str) -> dict:
+    """sphinx-gallery settings for a translated build: run nothing (the English build ran
+    every script and left its pages in ``docs/tutorials``), and leave the English build's
+    JUnit report alone."""
+    if language == "en":
+        return {}
+    return {"filename_pattern": r"^$", "run_stale_examples": False, "junit": ""}
+
+
+# -- Translating reST text (the notebooks) ---------------------------------------------------
+
+_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+<>:._])\1+\s*$")
+_ITEM = re.compile(r"^(?P<bullet>[-*+]\s+|\d+\.\s+|#\.\s+)")
+
+
+def load_messages(po_path: Path) -> dict[str, str]:
+    """The translated, non-fuzzy messages of the catalogue ``po_path`` (empty when missing)."""
+    import polib
+
+    if not po_path.is_file():
+        return {}
+    return {
+        entry.msgid: entry.msgstr
+        for entry in polib.pofile(str(po_path))
+        if entry.msgstr and not entry.fuzzy and not entry.obsolete
+    }
+
+
+def translate_rst(text: str, messages: Mapping[str, str]) -> str:
+    """The reST ``text`` with each paragraph, list item and title that ``messages`` translates
+    replaced by its translation, the way Sphinx matches them: a paragraph's lines joined by
+    spaces. Directives, code and anything without a translation stay as they are."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip():
+            j += 1
+        out.extend(_translate_run(lines[i:j], messages))
+        i = j
+    return "\n".join(out)
+
+
+def _translate_run(run: list[str], messages: Mapping[str, str]) -> list[str]:
+    indent = min(len(line) - len(line.lstrip()) for line in run)
+    body = [line[indent:] for line in run]
+    pad = " " * indent
+    if len(body) == 2 and _UNDERLINE.match(body[1]) and len(body[1].strip()) >= len(body[0]):
+        title = messages.get(body[0].strip())
+        if title is None:
+            return run
+        # A title's underline at least as wide as its text (CJK characters count twice).
+        width = max(len(body[1].strip()), 2 * len(title))
+        return [pad + title, pad + body[1].strip()[0] * width]
+    if body[0].startswith(".. ") or body[0].startswith("::"):
+        return run
+    item = _ITEM.match(body[0])
+    prefix = item.group(0) if item else ""
+    msgid = " ".join([body[0][len(prefix) :].strip(), *(line.strip() for line in body[1:])])
+    translation = messages.get(msgid.strip())
+    if translation is None:
+        return run
+    return [pad + prefix + translation]
+
+
+def rst_translator(app, docname: str) -> Callable[[str], str] | None:
+    """A function that translates the reST of the page ``docname`` for this build's language,
+    or None in the English build."""
+    language = app.config.language
+    if language == "en" or not language:
+        return None
+    (locale_dir,) = app.config.locale_dirs
+    po = Path(app.confdir, locale_dir) / language / "LC_MESSAGES" / f"{docname}.po"
+    messages = load_messages(po)
+    return lambda text: translate_rst(text, messages)
+
+
+# -- The catalogues ----------------------------------------------------------------------------
+
+
+def prune(pot_dir: Path) -> list[Path]:
+    """Remove the templates (``.pot``) of the documents in :data:`UNTRANSLATED` from
+    ``pot_dir``, the gettext builder's output, before ``sphinx-intl update`` makes catalogues
+    of the rest; returns what it removed."""
+    removed = []
+    for pot in sorted(pot_dir.rglob("*.pot")):
+        if UNTRANSLATED.search(pot.relative_to(pot_dir).with_suffix("").as_posix()):
+            pot.unlink()
+            removed.append(pot)
+    return removed
+
+
+#: Inline reST markup whose content a translation keeps as it is: roles (``:func:`x```, the
+#: target of ``:ref:`text <label>```), inline literals and hyperlink targets.
+_ROLE = re.compile(r":(?P<name>[\w.+-]+(?::[\w.+-]+)*):`(?P<content>[^`]+)`")
+_LITERAL = re.compile(r"``(?P<content>.+?)``")
+_LINK = re.compile(r"`[^`<]*<(?P<target>[^>]+)>`__?")
+#: Any inline markup, for the spaces around it: a role, a literal, a strong or emphasised
+#: span, a link.
+_MARKUP = re.compile(
+    r":[\w.+-]+(?::[\w.+-]+)*:`[^`]+`|``.+?``|`[^`]+`__?|\*\*[^*]+\*\*|(?<![\w*])\*[^*\s][^*]*\*"
+)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _kept(text: str) -> list[str]:
+    """What a translation of ``text`` must keep: its roles (a cross-reference's target, not its
+    text), inline literals and link targets, sorted."""
+    kept = []
+    for m in _ROLE.finditer(text):
+        content = m["content"]
+        target = re.search(r"<([^>]+)>\s*$", content)
+        kept.append(f":{m['name']}:{target.group(1) if target else content}")
+    without_roles = _ROLE.sub(" ", text)
+    kept += [f"``{m['content']}``" for m in _LITERAL.finditer(without_roles)]
+    kept += [f"<{m['target']}>" for m in _LINK.finditer(_LITERAL.sub(" ", without_roles))]
+    return sorted(kept)
+
+
+def _delimited(text: str, start: int, end: int) -> bool:
+    """Whether the markup at ``text[start:end]`` is delimited as reST needs: before it a space,
+    the text's edge or an opening, dash or other punctuation mark (Unicode Ps, Pi, Pf, Pd, Po:
+    not a closing one, such as "）"); after it a space, the edge or a closing, dash or other
+    mark (Pe, Pi, Pf, Pd, Po: not an opening one, such as "（"). A CJK character is neither.
+    """
+    import unicodedata
+
+    def ok(char: str, allowed: tuple[str, ...]) -> bool:
+        return char.isspace() or unicodedata.category(char) in allowed or char == "\\"
+
+    before = ("Ps", "Pi", "Pf", "Pd", "Po")
+    after = ("Pe", "Pi", "Pf", "Pd", "Po")
+    return (start == 0 or ok(text[start - 1], before)) and (
+        end == len(text) or ok(text[end], after)
+    )
+
+
+def check_translation(msgid: str, msgstr: str) -> list[str]:
+    """What is wrong with ``msgstr`` as the translation of ``msgid``: markup lost or changed,
+    markup glued to a CJK character (reST then shows it as plain text), a prose message left
+    without any Chinese. Empty when nothing is."""
+    problems = []
+    if _kept(msgid) != _kept(msgstr):
+        lost = sorted(set(_kept(msgid)) - set(_kept(msgstr)))
+        added = sorted(set(_kept(msgstr)) - set(_kept(msgid)))
+        problems.append(f"markup changed: lost {lost}, added {added}")
+    for m in _MARKUP.finditer(msgstr):
+        if not _delimited(msgstr, m.start(), m.end()):
+            problems.append(f"markup {m.group(0)!r} needs a space or punctuation on each side")
+    # A display formula (a ``.. math::`` block's body) has no prose: it stays as it is.
+    formula = msgstr == msgid and re.search(r"\\[A-Za-z]+", msgid)
+    prose = _MARKUP.sub(" ", msgid)
+    if len(re.findall(r"[A-Za-z]{2,}", prose)) >= 3 and not _CJK.search(msgstr) and not formula:
+        problems.append("no Chinese in the translation of a sentence")
+    return problems
+
+
+# -- Sphinx ------------------------------------------------------------------------------------
+
+
+class GlossaryDirective(Directive):
+    """``.. language-glossary::``: the table of :data:`GLOSSARY`, English and Chinese. Its cells
+    are data, not prose: they are not messages to translate."""
+
+    has_content = False
+
+    def run(self):
+        import csv
+
+        path = Path(self.state.document.settings.env.app.confdir) / GLOSSARY
+        self.state.document.settings.env.note_dependency(str(path))
+        with path.open(encoding="utf-8") as f:
+            rows = [(row["English"], row["中文"]) for row in csv.DictReader(f)]
+        table = nodes.table(classes=["attention-glossary"])
+        group = nodes.tgroup(cols=2)
+        table += group
+        group += [nodes.colspec(colwidth=1), nodes.colspec(colwidth=1)]
+
+        def row_of(cells, lang=("en", "zh-CN")):
+            row = nodes.row()
+            for text, code in zip(cells, lang, strict=True):
+                paragraph = nodes.paragraph(text, text, translatable=False)
+                row += nodes.entry("", paragraph, lang=code)
+            return row
+
+        group += nodes.thead("", row_of(("English", "中文")))
+        group += nodes.tbody("", *(row_of(row) for row in rows))
+        return [table]
+
+
+#: The lines sphinx-gallery writes under a page's output, which change with every build: they
+#: are no messages (a catalogue could never hold them), and the Chinese build writes them in
+#: Chinese itself. Each: (pattern of the English line, its label and value in Chinese).
+BUILD_NOTES = (
+    (
+        re.compile(r"^Total running time of the script: ?\((\d+) minutes ([\d.]+) seconds\)$"),
+        "脚本总运行时间：",
+        "{0} 分 {1} 秒",
+    ),
+    (re.compile(r"^Estimated memory usage: +(\d+) MB$"), "估计内存用量：", "{0} MB"),
+)
+
+
+def _on_doctree_read(app, doctree) -> None:
+    """Take sphinx-gallery's per-build lines out of the messages, in Chinese in that build."""
+    for paragraph in doctree.findall(nodes.paragraph):
+        text = " ".join(paragraph.astext().split())
+        for pattern, label, value in BUILD_NOTES:
+            match = pattern.match(text)
+            if not match:
+                continue
+            paragraph["translatable"] = False
+            if app.config.language == "zh_CN":
+                paragraph.children = []
+                paragraph += [nodes.strong(label, label), nodes.Text(value.format(*match.groups()))]
+
+
+def _on_html_page_context(app, pagename, templatename, context, doctree) -> None:
+    language = app.config.language
+    context["attention_languages"] = language_links(pagename, language)
+    # furo writes <html lang="{{ language }}">: zh-CN, not Sphinx's zh_CN.
+    context["language"] = bcp47(language)
+
+
+def setup(app):
+    app.add_directive("language-glossary", GlossaryDirective)
+    app.connect("doctree-read", _on_doctree_read)
+    app.connect("html-page-context", _on_html_page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":  # make gettext: python docs/_ext/attention_i18n.py prune build/gettext
+    import sys
+
+    if sys.argv[1:2] != ["prune"] or len(sys.argv) != 3:
+        sys.exit("usage: python docs/_ext/attention_i18n.py prune POT_DIR")
+    for path in prune(Path(sys.argv[2])):
+        print(f"not translated: {path}")
+
+__all__ = [
+    "LANGUAGES",
+    "SUBDIR",
+    "BUILD_NOTES",
+    "UNTRANSLATED",
+    "bcp47",
+    "check_translation",
+    "build_language",
+    "gallery_overrides",
+    "language_links",
+    "load_messages",
+    "prune",
+    "read_the_docs_roots",
+    "site_root",
+    "rst_translator",
+    "translate_rst",
+]
