@@ -7,6 +7,9 @@ Loaded by ``conf.py`` as a Sphinx extension, after ``sphinx.ext.autosummary``.
 - A module's page ends with the tutorials that use the module or any of its names
   (``.. module-minigallery::``, :func:`module_backreferences`): sphinx-gallery records the
   names a page uses (``attention.flex.causal``), not the modules.
+- A function's or a class's page ends with the tutorials that use it (``.. used-by::``, in
+  ``function.rst`` and ``class.rst``). A page whose name no tutorial calls directly says so
+  (:data:`UNUSED`) instead of ending without a word.
 """
 
 from __future__ import annotations
@@ -92,35 +95,67 @@ def module_backreferences(module_name: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _minigallery_directive():
+#: What a page says when no tutorial uses its name.
+UNUSED = "No tutorial calls ``{name}`` directly."
+
+
+def _minigallery_directives():
+    from docutils import nodes
     from sphinx_gallery.directives import MiniGallery
 
-    class ModuleMiniGallery(MiniGallery):
-        """``.. module-minigallery:: attention.x``: the tutorials that use the module or any
-        of its names, under the heading "Examples using ``attention.x``"."""
+    class UsedBy(MiniGallery):
+        """``.. used-by:: attention.x.f``: the tutorials that use the name, under the heading
+        "Examples using ``f``", or a line that says no tutorial calls it directly (a name
+        reached only through another, such as the search that ``generate`` runs)."""
 
         required_arguments = 1
         optional_arguments = 0
         has_content = False
         option_spec = {}
 
-        def run(self):
-            module_name = self.arguments[0]
-            self.options = {"add-heading": f"Examples using ``{module_name}``"}
-            self.arguments = [" ".join(module_backreferences(module_name))]
-            return super().run()
+        def names(self, name: str) -> list[str]:
+            return [name]
 
-    return ModuleMiniGallery
+        def heading(self, name: str) -> str:
+            return name.rsplit(".", 1)[-1]
+
+        def run(self):
+            name = self.arguments[0]
+            self.options = {"add-heading": f"Examples using ``{self.heading(name)}``"}
+            self.arguments = [" ".join(self.names(name))]
+            found = super().run()
+            if found:
+                return found
+            text = UNUSED.format(name=name)
+            paragraph = nodes.paragraph(text, classes=["attention-used-by-none"])
+            inline, messages = self.state.inline_text(text, self.lineno)
+            paragraph += inline
+            return [paragraph, *messages]
+
+    class ModuleMiniGallery(UsedBy):
+        """``.. module-minigallery:: attention.x``: the tutorials that use the module or any
+        of its names, under the heading "Examples using ``attention.x``"."""
+
+        def names(self, name: str) -> list[str]:
+            return module_backreferences(name)
+
+        def heading(self, name: str) -> str:
+            return name
+
+    return UsedBy, ModuleMiniGallery
 
 
 def setup(app):
     app.setup_extension("sphinx.ext.autosummary")
     app.connect("autodoc-skip-member", _skip_documented_elsewhere)
-    app.add_directive("module-minigallery", _minigallery_directive())
+    used_by, module_minigallery = _minigallery_directives()
+    app.add_directive("used-by", used_by)
+    app.add_directive("module-minigallery", module_minigallery)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 __all__ = [
+    "UNUSED",
     "has_own_page",
     "listed_names",
     "module_backreferences",

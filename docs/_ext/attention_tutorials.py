@@ -296,7 +296,11 @@ def _set_source_links(app, pagename, templatename, context, doctree) -> None:
         return
     generated = _in_gallery(app, pagename) or pagename.startswith("generated/")
     if not generated:
-        return  # a page of docs/: furo's own links are right
+        # A page of docs/: furo's own links to its file in the repository are right; without
+        # a repository the button would open the raw reST, directives and all.
+        if not repo:
+            context["page_source_suffix"] = ""
+        return
     view = edit = None
     if repo and path:
         view = f"{repo.rstrip('/')}/blob/{branch}/{path}"
@@ -317,7 +321,8 @@ def _set_source_links(app, pagename, templatename, context, doctree) -> None:
 
 # -- The sidebar -----------------------------------------------------------------------------------
 
-_LINK_TEXT = re.compile(r'(<a class="reference internal"[^>]*>)([^<]*)(</a>)')
+#: A link of the navigation tree, the current page's too (``class="current reference internal"``).
+_LINK_TEXT = re.compile(r'(<a class="[^"]*\breference internal\b[^"]*"[^>]*>)([^<]*)(</a>)')
 
 
 def break_after_separators(navigation: str) -> str:
@@ -326,6 +331,8 @@ def break_after_separators(navigation: str) -> str:
 
     >>> break_after_separators('<a class="reference internal" href="x">attention.a_b</a>')
     '<a class="reference internal" href="x">attention.<wbr>a_<wbr>b</a>'
+    >>> break_after_separators('<a class="current reference internal" href="#">a.b</a>')
+    '<a class="current reference internal" href="#">a.<wbr>b</a>'
     """
 
     def wbr(match: re.Match) -> str:

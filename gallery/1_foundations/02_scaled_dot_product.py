@@ -31,6 +31,8 @@ import math
 
 import torch
 
+# claim(name, value, above=..., below=...) checks a measured number against its bound
+# and records the margin; the section on the variance of the scores says why.
 from attention.repro import claim, default_device, seed_everything
 
 device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU

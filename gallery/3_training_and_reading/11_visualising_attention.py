@@ -33,7 +33,7 @@ from attention.recipes import fit_sentiment_classifier
 from attention.repro import claim, default_device, seed_everything
 from attention.training import accuracy
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 

@@ -59,7 +59,7 @@ import torch
 from attention.measure import compare, device_description, round_ratios
 from attention.repro import claim, default_device, num_threads, seed_everything
 
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 seed = seed_everything()  # ATTENTION_SEED, default 0
 with num_threads(1):
     print(device_description(device, torch.float32))

@@ -80,7 +80,7 @@ from attention.masks import (
 from attention.repro import default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 print(f"torch {torch.__version__} on {device}, seed {seed}")
 
 L, window, lengths, prefix = 16, 4, [5, 7, 4], 6

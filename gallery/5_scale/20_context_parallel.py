@@ -37,7 +37,7 @@ import torch
 from attention.repro import default_device, seed_everything
 
 seed = seed_everything()  # ATTENTION_SEED, default 0
-device = default_device()  # ATTENTION_DEVICE, else "cuda" if there is a GPU, else "cpu"
+device = default_device()  # ATTENTION_DEVICE, else a GPU if there is one, else the CPU
 print(f"torch {torch.__version__} on {device}")
 
 heads, head_dim, layers, number = 32, 128, 32, 2

@@ -153,6 +153,8 @@ def test_the_gallery_index_has_the_parts_and_numbered_summarised_cards(html_dir:
         assert f'<span class="attention-card-number">{page_.number}</span>' in card
         summary = re.search(r'attention-card-summary">(.*?)</div>', card, flags=re.DOTALL)
         assert summary and len(text_of(summary.group(1))) > 10, card[:500]
+        # A role in a summary is resolved, never shown as its label (sphx_glr_..._py).
+        assert "sphx_glr_" not in text_of(summary.group(1)), summary.group(1)
         assert "tooltip=" not in card
 
 
@@ -250,6 +252,16 @@ def test_view_source_opens_the_pages_script(html_dir: Path, script: str):
     assert href.endswith(Path(script).name), href
     if not href.startswith("http"):
         assert (page.parent / href).resolve().is_file()
+
+
+def test_the_landing_page_offers_no_view_of_its_raw_source(html_dir: Path):
+    """Without a repository to link to, a hand-written page has no "view this page" button: it
+    would open the raw reST (directives, roles) of the landing page."""
+    from docbuild import load_conf
+
+    if load_conf()["html_theme_options"].get("source_repository"):
+        pytest.skip("a repository is named: the button opens the file there")
+    assert '<div class="view-this-page">' not in html(html_dir / "index.html")
 
 
 # The code cells of a tutorial (sphinx-gallery writes them as "highlight-Python"; the package
@@ -409,6 +421,18 @@ def test_module_pages_end_with_the_tutorials_that_use_them(html_dir: Path, modul
     assert "sphx-glr-thumbcontainer" in page
 
 
+def test_every_api_page_ends_with_the_tutorials_that_use_it_or_says_none_does(html_dir: Path):
+    pages = sorted((html_dir / "generated").glob("attention.*.html"))
+    assert len(pages) > 40
+    silent = []
+    for path in pages:
+        page = html(path)
+        if "sphx-glr-thumbcontainer" not in page and "attention-used-by-none" not in page:
+            silent.append(path.name)
+    assert not silent, silent
+    assert "No tutorial calls <code" in html(html_dir / "generated" / "attention.search.html")
+
+
 def test_every_module_of_the_package_has_an_api_page(html_dir: Path):
     import pkgutil
 
@@ -438,9 +462,11 @@ def test_a_name_with_its_own_page_is_not_documented_again_on_its_module_page(htm
     assert 'id="attention.masks.causal_mask"' not in masks
 
 
-def test_the_sidebar_breaks_names_only_after_a_dot_or_an_underscore(html_dir: Path):
-    api = html(html_dir / "api.html")
-    sidebar = api[api.index('class="sidebar-tree"') :]
+@pytest.mark.parametrize("page", ["api.html", "generated/attention.sliding_window_mask.html"])
+def test_the_sidebar_breaks_names_only_after_a_dot_or_an_underscore(html_dir: Path, page: str):
+    """On every page, the name's own too, where its entry is the current one."""
+    text = html(html_dir / page)
+    sidebar = text[text.index('class="sidebar-tree"') :]
     assert "attention.<wbr>sliding_<wbr>window_<wbr>mask" in sidebar
     css = html(html_dir / "_static" / "custom.css")
     assert re.search(r"\.sidebar-tree \.reference \{[^}]*overflow-wrap: normal", css)

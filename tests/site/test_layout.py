@@ -190,6 +190,19 @@ def test_search_ranks_the_tutorial_first(site_url: str, browser, query: str, pag
     )
 
 
+@pytest.mark.parametrize(
+    "query, page", [("computation times", "sg_execution_times"), ("references", "references")]
+)
+def test_search_ranks_a_page_titled_by_the_query_first(
+    site_url: str, browser, query: str, page: str
+):
+    """The tutorials' boost does not bury a page whose own title is the query."""
+    results = _search(browser, site_url, query)
+    assert results, f"nothing found for {query!r}"
+    first = results[0]["href"].split("#")[0].split("?")[0]
+    assert first == f"{page}.html", [r["href"] for r in results[:5]]
+
+
 @pytest.mark.parametrize("query", ["RotaryEmbedding", "KVCache", "computation times"])
 def test_search_shows_each_entry_once(site_url: str, browser, query: str):
     """An API entry once (its object, not its page's title again), the computation times once;

@@ -16,6 +16,18 @@ def test_the_device_is_the_cpu_here(monkeypatch, name):
 
 
 @pytest.mark.parametrize(
+    "cuda, mps, expected", [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")]
+)
+def test_without_a_name_the_device_is_cuda_then_apples_gpu_then_the_cpu(
+    monkeypatch, cuda, mps, expected
+):
+    monkeypatch.delenv("ATTENTION_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert default_device() == torch.device(expected)
+
+
+@pytest.mark.parametrize(
     "name, message",
     [
         ("gpu", r"ATTENTION_DEVICE must name a device such as 'cpu', 'cuda' or 'mps'; got 'gpu'"),

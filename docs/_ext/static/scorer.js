@@ -23,7 +23,9 @@ var Scorer = {
   term: 5,
   partialTerm: 2,
 
-  // What a tutorial page adds to its score: not its index pages, nor the build's timings.
+  // What a tutorial page adds to its score (not its index pages, nor the build's timings), and
+  // what any page or section titled by the query adds: "computation times" or "references"
+  // finds the page of that name first, not every tutorial that mentions it.
   tutorialBoost: 20,
   score: (result) => {
     const [docname, , , , score, , kind] = result;
@@ -31,6 +33,7 @@ var Scorer = {
       docname.startsWith("tutorials/") &&
       !docname.endsWith("/index") &&
       !docname.endsWith("sg_execution_times");
-    return tutorial && kind !== "object" ? score + Scorer.tutorialBoost : score;
+    const boosted = (tutorial && kind !== "object") || kind === "title";
+    return boosted ? score + Scorer.tutorialBoost : score;
   },
 };
