@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention_prerequisites import plain_text
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from docutils.statemachine import StringList
@@ -432,39 +433,34 @@ _CARD = re.compile(
 )
 
 
-def annotate_cards(text: str, pages: dict[str, Page]) -> str:
+def annotate_cards(
+    text: str,
+    pages: dict[str, Page],
+    translate: Callable[[Page, str], str] | None = None,
+    minutes: str = "{} min",
+) -> str:
     """The reST of a gallery index with each card of a course page numbered and summarised:
     ``pages`` maps a page's docname to it. The tooltip, the page's whole introduction shown
-    over the card, gives way to the summary shown on it."""
+    over the card, gives way to the summary shown on it. In a translated build,
+    ``translate(page, summary)`` gives the summary in the build's language and ``minutes``
+    the reading time's words."""
 
     def card(match: re.Match) -> str:
         page = pages.get(match.group("doc"))
         if page is None:
             return match.group(0)
-        summary = html.escape(_inline_text(page.summary), quote=True)
+        summary = plain_text(page.summary)
+        summary = html.escape(translate(page, summary) if translate else summary, quote=True)
         return (
             f'<div class="sphx-glr-thumbcontainer attention-card" {match.group("tags")}>'
             f"{match.group('middle')}{match.group('title')}"
             f'<span class="attention-card-number">{page.number}</span> {match.group("text")}'
             f"{match.group('close')}\n"
             f'      <div class="attention-card-summary">{summary}</div>\n'
-            f'      <div class="attention-card-time">{page.minutes} min</div>'
+            f'      <div class="attention-card-time">{minutes.format(page.minutes)}</div>'
         )
 
     return _CARD.sub(card, text)
-
-
-def _inline_text(rst: str) -> str:
-    """reST inline text as plain text: roles as their content (a ``:ref:`` as its title or its
-    label's page), a parenthetical citation left out, literals and emphasis unmarked.
-
-    >>> _inline_text("Layer norm :cite:p:`ba2016`, and ``x`` of :mod:`attention.data`.")
-    'Layer norm, and x of attention.data.'
-    """
-    text = re.sub(r"\s*:cite:p:`[^`]*`", "", rst)
-    role = r":[\w:-]+:`(?:([^`<]*?)\s*<[^`>]*>|([^`]*))`"
-    text = re.sub(role, lambda m: m.group(1) or m.group(2), text)
-    return re.sub(r"``|\*\*?", "", text)
 
 
 def _on_source_read(app, docname, source) -> None:
@@ -474,7 +470,17 @@ def _on_source_read(app, docname, source) -> None:
         return
     parts, _ = build_course(app.env)
     pages = {page.docname(gallery_dir): page for page in pages_of(parts)}
-    source[0] = annotate_cards(source[0], pages)
+    language = app.config.language
+    if language == "en":
+        source[0] = annotate_cards(source[0], pages)
+        return
+    import attention_i18n
+
+    def translate(page: Page, summary: str) -> str:
+        # The page's catalogue has its summary: the description it gives itself.
+        return attention_i18n.page_messages(app, page.docname(gallery_dir)).get(summary, summary)
+
+    source[0] = annotate_cards(source[0], pages, translate, attention_i18n.MINUTES[language])
 
 
 def setup(app):

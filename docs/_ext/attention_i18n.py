@@ -171,15 +171,24 @@ def _translate_run(run: list[str], messages: Mapping[str, str]) -> list[str]:
     return [pad + prefix + translation]
 
 
+#: A reading time in minutes, in each language (the gallery's cards).
+MINUTES = {"en": "{} min", "zh_CN": "{} 分钟"}
+
+
+def page_messages(app, docname: str) -> dict[str, str]:
+    """The translated messages of the page ``docname`` in this build's language."""
+    (locale_dir,) = app.config.locale_dirs
+    po = Path(app.confdir, locale_dir) / app.config.language / "LC_MESSAGES" / f"{docname}.po"
+    return load_messages(po)
+
+
 def rst_translator(app, docname: str) -> Callable[[str], str] | None:
     """A function that translates the reST of the page ``docname`` for this build's language,
     or None in the English build."""
     language = app.config.language
     if language == "en" or not language:
         return None
-    (locale_dir,) = app.config.locale_dirs
-    po = Path(app.confdir, locale_dir) / language / "LC_MESSAGES" / f"{docname}.po"
-    messages = load_messages(po)
+    messages = page_messages(app, docname)
     return lambda text: translate_rst(text, messages)
 
 
@@ -347,6 +356,7 @@ if __name__ == "__main__":  # make gettext: python docs/_ext/attention_i18n.py p
 
 __all__ = [
     "LANGUAGES",
+    "MINUTES",
     "SUBDIR",
     "BUILD_NOTES",
     "UNTRANSLATED",
@@ -356,6 +366,7 @@ __all__ = [
     "gallery_overrides",
     "language_links",
     "load_messages",
+    "page_messages",
     "prune",
     "read_the_docs_roots",
     "site_root",

@@ -171,6 +171,23 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def plain_text(rst: str) -> str:
+    """reST inline text as plain text: roles as their content (a ``:ref:`` as its title or its
+    label's page), a parenthetical citation left out, literals and emphasis unmarked.
+
+    >>> plain_text("Layer norm :cite:p:`ba2016`, and ``x`` of :mod:`attention.data`.")
+    'Layer norm, and x of attention.data.'
+    >>> plain_text("As on :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`.")
+    'As on page 12.'
+    """
+    text = re.sub(r"\s*:cite:p:`[^`]*`", "", rst)
+    # A page's own label, which a card cannot resolve, as "page N".
+    text = re.sub(r":ref:`sphx_glr_\w*_(\d+)_[a-z]\w*\.py`", lambda m: f"page {int(m[1])}", text)
+    role = r":[\w:-]+:`(?:([^`<]*?)\s*<[^`>]*>|([^`]*))`"
+    text = re.sub(role, lambda m: m.group(1) or m.group(2), text)
+    return " ".join(re.sub(r"``|\*\*?", "", text).split())
+
+
 def reading_time_text(minutes: int) -> str:
     return f"Reading time: about {minutes} min"
 
@@ -217,7 +234,13 @@ class PrerequisitesDirective(Directive):
         text = f"**Prerequisites:** {assumed}{SEPARATOR}{reading_time_text(minutes)}"
         inline, messages = self.state.inline_text(text, self.lineno)
         paragraph = nodes.paragraph(text, "", *inline, classes=[LINE_CLASS])
-        return [paragraph, *messages]
+        summary = self.options.get("summary", "").strip()
+        if not summary:
+            return [paragraph, *messages]
+        # The summary as the page's description: search engines and link previews show it,
+        # and a translation translates it with the page (the gallery card shows it).
+        meta = nodes.meta(name="description", content=plain_text(summary))
+        return [meta, paragraph, *messages]
 
 
 def markdown_line(
@@ -245,6 +268,7 @@ def setup(app):
 
 
 __all__ = [
+    "plain_text",
     "CODE_LINES_PER_MINUTE",
     "directive_options",
     "WORDS_PER_MINUTE",

@@ -18,7 +18,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     site = sitecheck.SITE_DIR
     available = sitecheck.site_available()
     sources = {
-        "html_page": lambda: sitecheck.html_pages(site),
+        "html_page": lambda: sitecheck.browser_pages(site),
         "figure_page": lambda: sitecheck.pages_with_figures(site),
         "download": lambda: sitecheck.tutorial_downloads(site),
     }

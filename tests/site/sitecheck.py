@@ -226,6 +226,25 @@ def html_pages(site: Path = SITE_DIR) -> list[str]:
     return sorted(pages)
 
 
+#: The Chinese edition's folder in the site (docs/_ext/attention_i18n.py).
+TRANSLATION_DIR = "zh_CN"
+#: Pages the Chinese edition keeps in English, as they are on the English site: the API
+#: reference and the highlighted sources. Their text is the English pages' own, so the browser
+#: checks each of them once, on the English site (the link checks read them in both).
+UNTRANSLATED_PAGES = re.compile(rf"^{TRANSLATION_DIR}/(generated|_modules)/")
+
+
+def browser_pages(site: Path = SITE_DIR) -> list[str]:
+    """The pages the browser opens one by one: every page of the English site, and every
+    translated page of the Chinese edition (:data:`UNTRANSLATED_PAGES` left out)."""
+    return [rel for rel in html_pages(site) if not UNTRANSLATED_PAGES.match(rel)]
+
+
+def english_pages(site: Path = SITE_DIR) -> list[str]:
+    """The pages of the English site only."""
+    return [rel for rel in html_pages(site) if not rel.startswith(TRANSLATION_DIR + "/")]
+
+
 @dataclass
 class ParsedPage:
     """What the link and download checks need from one HTML file."""
@@ -296,7 +315,7 @@ def tutorial_pages(site: Path = SITE_DIR) -> list[str]:
 
 def pages_with_figures(site: Path = SITE_DIR) -> list[str]:
     """Pages that show figures drawn by a tutorial's code (the heatmap pages)."""
-    return [rel for rel in html_pages(site) if parse_page(site / rel).figures]
+    return [rel for rel in english_pages(site) if parse_page(site / rel).figures]
 
 
 def resolve(page_rel: str, href: str) -> tuple[str, str] | None:

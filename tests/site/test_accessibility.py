@@ -234,6 +234,8 @@ EVERY_CONFIGURATION = (
     "generated/attention.MultiHeadAttention.html",
     sitecheck.tutorial("01_qkv_analogy"),
     sitecheck.tutorial("11_visualising_attention"),
+    # The Chinese edition's landing page: its chrome (the language switch) in every scheme.
+    f"{sitecheck.TRANSLATION_DIR}/index.html",
 )
 CONFIGURATIONS = [(scheme, width) for scheme in COLOR_SCHEMES for width in VIEWPORTS]
 
