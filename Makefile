@@ -40,7 +40,7 @@ SPHINXBUILD := $(PY) -m sphinx -b html -W --keep-going -c . $(SPHINXOPTS) docs b
 SPHINXBUILD_ZH := ATTENTION_LANGUAGE=zh_CN $(PY) -m sphinx -b html -W --keep-going -c . \
 	$(SPHINXOPTS) docs build/html/zh_CN
 # The messages of every page, for the catalogues; runs no example (the prose is in the scripts).
-SPHINXBUILD_GETTEXT := ATTENTION_GALLERY_PATTERN='^$$' $(PY) -m sphinx -b gettext -W \
+SPHINXBUILD_GETTEXT := ATTENTION_RUN_EXAMPLES=0 $(PY) -m sphinx -b gettext -W \
 	--keep-going -c . $(SPHINXOPTS) docs build/gettext
 GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
 

@@ -30,6 +30,9 @@ Environment variables:
     ``make html`` builds after the English one into ``build/html/zh_CN`` from the catalogues in
     ``locale/zh_CN/LC_MESSAGES`` (see docs/_ext/attention_i18n.py). It runs no example: it reuses
     the pages, outputs and figures that the English build wrote into ``docs/tutorials``.
+``ATTENTION_RUN_EXAMPLES=0``
+    Run no example (``make gettext`` extracts the messages so): see
+    ``attention_i18n.gallery_overrides``.
 ``ATTENTION_REPOSITORY_URL`` (and ``ATTENTION_REPOSITORY_BRANCH``, default ``main``)
     The project's repository, for a fork's own build: every page links to its source file
     there (furo's view and edit buttons) and the footer to the repository. On Read the Docs the

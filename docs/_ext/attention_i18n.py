@@ -101,11 +101,12 @@ def language_links(
     ]
 
 
-def gallery_overrides(language: str) -> dict:
-    """sphinx-gallery settings for a translated build: run nothing (the English build ran
-    every script and left its pages in ``docs/tutorials``), and leave the English build's
-    JUnit report alone."""
-    if language == "en":
+def gallery_overrides(language: str, environ: Mapping[str, str] = os.environ) -> dict:
+    """sphinx-gallery settings for a build that runs no example: a translated build, which
+    reuses the pages the English build left in ``docs/tutorials``, and the extraction of the
+    messages (``ATTENTION_RUN_EXAMPLES=0``, ``make gettext``), which needs only their prose.
+    Neither writes the English build's JUnit report."""
+    if language == "en" and environ.get("ATTENTION_RUN_EXAMPLES", "1") != "0":
         return {}
     return {"filename_pattern": r"^$", "run_stale_examples": False, "junit": ""}
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pages  # noqa: E402
 
 # What a site copy needs; generated output is left behind so the copy builds from scratch.
-_COPIED_DIRS = ("docs", "gallery", "attention", "benchmarks")
+_COPIED_DIRS = ("docs", "gallery", "attention", "benchmarks", "locale")
 _COPIED_FILES = ("conf.py", "Makefile", "pyproject.toml", "requirements.txt", "README.md")
 _GENERATED = shutil.ignore_patterns(
     "tutorials", "generated", "sg_execution_times.rst", "__pycache__", "*.egg-info"

@@ -236,8 +236,12 @@ def test_a_chinese_notebook_has_the_chinese_prose_and_the_english_code(html_dir,
     assert len(chinese_cells) >= 0.8 * len(markdown), english
 
 
-def test_the_chinese_build_runs_no_example():
-    overrides = attention_i18n.gallery_overrides(ZH)
+@pytest.mark.parametrize(
+    ("language", "environ"), [(ZH, {}), ("en", {"ATTENTION_RUN_EXAMPLES": "0"})]
+)
+def test_the_chinese_build_and_the_extraction_run_no_example(language, environ):
+    assert attention_i18n.gallery_overrides("en", {}) == {}
+    overrides = attention_i18n.gallery_overrides(language, environ)
     pattern = re.compile(overrides["filename_pattern"])
     assert not any(pattern.search(f"gallery/{script}") for script in gallery_scripts())
     assert overrides["run_stale_examples"] is False and overrides["junit"] == ""
