@@ -319,18 +319,102 @@ BUILD_NOTES = (
 )
 
 
-def _on_doctree_read(app, doctree) -> None:
-    """Take sphinx-gallery's per-build lines out of the messages, in Chinese in that build."""
-    for paragraph in doctree.findall(nodes.paragraph):
-        text = " ".join(paragraph.astext().split())
-        for pattern, label, value in BUILD_NOTES:
-            match = pattern.match(text)
-            if not match:
-                continue
-            paragraph["translatable"] = False
-            if app.config.language == "zh_CN":
-                paragraph.children = []
-                paragraph += [nodes.strong(label, label), nodes.Text(value.format(*match.groups()))]
+def _build_notes_transform():
+    from sphinx.transforms import SphinxTransform
+
+    class BuildNotes(SphinxTransform):
+        """Take sphinx-gallery's per-build lines out of the messages (before Sphinx's Locale
+        transform, 20, looks for their translation), in Chinese in that build."""
+
+        default_priority = 15
+
+        def apply(self, **kwargs) -> None:
+            for paragraph in self.document.findall(nodes.paragraph):
+                text = " ".join(paragraph.astext().split())
+                for pattern, label, value in BUILD_NOTES:
+                    match = pattern.match(text)
+                    if not match:
+                        continue
+                    paragraph["translatable"] = False
+                    if self.config.language == "zh_CN":
+                        paragraph.children = []
+                        value = value.format(*match.groups())
+                        paragraph += [nodes.strong(label, label), nodes.Text(value)]
+
+    return BuildNotes
+
+
+def _untranslated_transform():
+    from sphinx.transforms import SphinxTransform
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+
+    class RefuseUntranslated(SphinxTransform):
+        """In a translated build, every message of a translated page has its translation: one
+        without (new, changed, or only fuzzy in the catalogue) is a warning, which fails the
+        build (-W). Runs after Sphinx's Locale transform (20), which marks each message node
+        ``translated`` or not, and counts them for :data:`REPORT`."""
+
+        default_priority = 26
+
+        def apply(self, **kwargs) -> None:
+            if self.config.language == "en" or UNTRANSLATED.search(self.env.docname):
+                return
+            total, missing = 0, []
+            for node in self.document.findall(nodes.Element):
+                if "translated" not in node:
+                    continue
+                if isinstance(node, nodes.image):
+                    # Sphinx marks a translated image untranslated (its picture is kept):
+                    # its alternative text says whether it was.
+                    node["translated"] = bool(_CJK.search(node.get("alt", "")))
+                total += 1
+                if not node["translated"]:
+                    missing.append(" ".join(node.astext().split())[:120])
+                    logger.warning(
+                        f"untranslated message (run `make gettext`, then translate it in "
+                        f"locale/{self.config.language}/LC_MESSAGES/{self.env.docname}.po): "
+                        f"{missing[-1]!r}",
+                        location=node,
+                        type="attention",
+                        subtype="untranslated",
+                    )
+            counts = getattr(self.env, "attention_translation", {})
+            counts[self.env.docname] = {"messages": total, "untranslated": missing}
+            self.env.attention_translation = counts
+
+    return RefuseUntranslated
+
+
+#: Where a translated build writes how many messages each page has and which are untranslated:
+#: in the build folder, beside the site (``build/translation-zh_CN.json``).
+REPORT = "translation-{language}.json"
+
+
+def _write_report(app, exception) -> None:
+    if exception is not None or app.config.language == "en":
+        return
+    import json
+
+    counts = getattr(app.env, "attention_translation", {})
+    # build/html/zh_CN -> build/
+    path = Path(app.outdir).parent.parent / REPORT.format(language=app.config.language)
+    path.write_text(json.dumps(dict(sorted(counts.items())), indent=1, ensure_ascii=False))
+
+
+def _chinese_search():
+    from sphinx.search.zh import SearchChinese
+
+    class ChineseSearch(SearchChinese):
+        """Sphinx's Chinese search (jieba splits the words), with the name of the stemmer its
+        JavaScript defines: the Latin words of a Chinese page are stemmed by the English
+        stemmer, which Sphinx 9.0 ships as ``EnglishStemmer`` but names ``ChineseStemmer``
+        in the language data, so the search page stopped on a ReferenceError."""
+
+        language_name = "English"
+
+    return ChineseSearch
 
 
 def _on_html_page_context(app, pagename, templatename, context, doctree) -> None:
@@ -342,7 +426,12 @@ def _on_html_page_context(app, pagename, templatename, context, doctree) -> None
 
 def setup(app):
     app.add_directive("language-glossary", GlossaryDirective)
-    app.connect("doctree-read", _on_doctree_read)
+    from sphinx import search
+
+    search.languages["zh"] = _chinese_search()
+    app.add_transform(_untranslated_transform())
+    app.connect("build-finished", _write_report)
+    app.add_transform(_build_notes_transform())
     app.connect("html-page-context", _on_html_page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
@@ -358,6 +447,7 @@ if __name__ == "__main__":  # make gettext: python docs/_ext/attention_i18n.py p
 __all__ = [
     "LANGUAGES",
     "MINUTES",
+    "REPORT",
     "SUBDIR",
     "BUILD_NOTES",
     "UNTRANSLATED",

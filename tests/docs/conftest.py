@@ -37,12 +37,6 @@ def junit_report() -> Path:
 
 
 @pytest.fixture(scope="session")
-def gettext_dir() -> Path:
-    """build/gettext: the message templates ``make test`` extracts from the sources."""
-    return _require_build(BUILD_DIR / "gettext" / "index.pot").parent
-
-
-@pytest.fixture(scope="session")
 def zh_html_dir() -> Path:
     """build/html/zh_CN: the Chinese edition from the real build."""
     return _require_build(HTML_DIR / "zh_CN" / "index.html").parent
