@@ -150,48 +150,49 @@ def test_an_empty_band_above_the_title_is_refused(checks):
     assert checks.top_gap_px(fig) < 10
 
 
-def test_what_a_cell_prints_before_showing_its_figure_goes_above_it(checks, tmp_path):
-    """sphinx-gallery shows a cell's figures, then all it printed; the scraper moves what was
-    printed before ``plt.show()`` above the figures, as a notebook shows it."""
+def _scrape_cell(checks, tmp_path, cell):
+    """Run ``cell`` as sphinx-gallery runs a page's cell (its output captured), then scrape its
+    figure; returns the reST the scraper wrote and what stays printed below the figure."""
     from sphinx_gallery.gen_rst import _LoggingTee
 
     checks.record_show()
     tee = _LoggingTee(str(tmp_path / "page.py"))  # now sys.stdout, as while a cell runs
     try:
+        cell()
+    finally:
+        tee.restore_std()
+    paths = iter([str(tmp_path / "image_001.png")])
+    block_vars = {"image_path_iterator": paths, "example_globals": {}}
+    conf = {"image_srcset": [], "matplotlib_animations": (False,), "src_dir": str(tmp_path)}
+    conf.update(compress_images=(), compress_images_args=())
+    return checks.scraper(None, block_vars, conf), tee.output.getvalue()
+
+
+def test_what_a_cell_prints_before_showing_its_figure_goes_above_it(checks, tmp_path):
+    """sphinx-gallery shows a cell's figures, then all it printed; the scraper moves what was
+    printed before ``plt.show()`` above the figures, as a notebook shows it."""
+
+    def cell():
         print("the period is 7, so the stripe is 6 back")
         fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
         ax.plot([0, 1], [1, 0], color="#0072b2")
         plt.show()
         print("after the figure")
-    finally:
-        tee.restore_std()
-    paths = iter([str(tmp_path / "image_001.png")])
-    block_vars = {"image_path_iterator": paths, "example_globals": {}}
-    conf = {"image_srcset": [], "matplotlib_animations": (False,), "src_dir": str(tmp_path)}
-    conf.update(compress_images=(), compress_images_args=())
-    rst = checks.scraper(None, block_vars, conf)
+
+    rst, shown_below = _scrape_cell(checks, tmp_path, cell)
     above, _, figure = rst.partition(".. image")
     assert "sphx-glr-script-out" in above and "the stripe is 6 back" in above, rst
     assert "image_001.png" in figure or "image_001" in rst
-    assert tee.output.getvalue() == "after the figure\n"  # still shown below the figure
+    assert shown_below == "after the figure\n"  # still shown below the figure
 
 
 def test_a_cell_that_prints_only_after_its_figure_is_left_alone(checks, tmp_path):
-    from sphinx_gallery.gen_rst import _LoggingTee
-
-    checks.record_show()
-    tee = _LoggingTee(str(tmp_path / "page.py"))
-    try:
+    def cell():
         fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
         ax.plot([0, 1], [1, 0], color="#0072b2")
         plt.show()
         print("the numbers the figure drew")
-    finally:
-        tee.restore_std()
-    paths = iter([str(tmp_path / "image_001.png")])
-    block_vars = {"image_path_iterator": paths, "example_globals": {}}
-    conf = {"image_srcset": [], "matplotlib_animations": (False,), "src_dir": str(tmp_path)}
-    conf.update(compress_images=(), compress_images_args=())
-    rst = checks.scraper(None, block_vars, conf)
+
+    rst, shown_below = _scrape_cell(checks, tmp_path, cell)
     assert "sphx-glr-script-out" not in rst
-    assert tee.output.getvalue() == "the numbers the figure drew\n"
+    assert shown_below == "the numbers the figure drew\n"
