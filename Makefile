@@ -12,7 +12,9 @@
 #   make bench    timing and memory benchmarks
 #   make robust   the full reruns: every page as a script over seeds 0-9 and every CPU
 #                 capability (rewrites tests/docs/claims.md, the weakest margin of every
-#                 claim), then `make downloads`
+#                 claim), then `make downloads`, then the browser's accessibility and offline
+#                 checks of every page (make test opens a third of the API, source and
+#                 Chinese pages, another third each day)
 #   make downloads  every downloaded notebook and script of the built site run in full
 #   make gettext  update the Chinese edition's catalogues (locale/zh_CN/LC_MESSAGES/*.po) from
 #                 the sources, without running any example; translate, then `make html`
@@ -110,11 +112,14 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 # The claims of every page over seeds 0-9 and every CPU capability this machine has (about an
-# hour on 2 cores), then every download in full. ROBUST_ARGS='--pages ^10_ --seeds 0-4'
-# narrows the sweep.
+# hour on 2 cores), then every download in full and every page in the browser.
+# ROBUST_ARGS='--pages ^10_ --seeds 0-4' narrows the sweep.
 robust: $(STAMP)
 	$(PY) tests/docs/sweep.py $(ROBUST_ARGS)
 	$(MAKE) downloads
+	ATTENTION_PAGES_SAMPLE=all $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal \
+		tests/site/test_accessibility.py tests/site/test_browser.py \
+		-k "test_page_passes_axe or test_page_works_offline"
 
 # Every notebook and script of the built site run in full, as a reader runs them (make test
 # runs a sample); builds the site first when there is none.

@@ -48,6 +48,30 @@ def find(stem: str, gallery: Path = GALLERY) -> Path:
     return found[0]
 
 
+def sample(items: list, parts: int = 2, choice: str | None = None, day: int | None = None) -> list:
+    """The share of ``items`` that one run of ``make test`` checks: all of them for ``choice``
+    "all", else every ``parts``-th item, starting at ``choice`` (``"0"`` to ``parts - 1``) or at
+    the day of the year (``day``, today's by default) modulo ``parts``, so that ``parts`` days
+    of runs cover every item.
+
+    >>> sample(list("abcde"), 2, "all"), sample(list("abcde"), 2, "1")
+    (['a', 'b', 'c', 'd', 'e'], ['b', 'd'])
+    >>> sample(list("abcde"), day=34)
+    ['a', 'c', 'e']
+    >>> sample(list("abcdefg"), 3, day=5)
+    ['c', 'f']
+    """
+    if choice == "all":
+        return list(items)
+    if choice is not None and choice.isdigit() and int(choice) < parts:
+        start = int(choice)
+    else:
+        import datetime
+
+        start = (day if day is not None else datetime.date.today().timetuple().tm_yday) % parts
+    return list(items[start::parts])
+
+
 def relative(page: Path, gallery: Path = GALLERY) -> str:
     """A page's path in the gallery without ``.py`` (``1_foundations/04_multi_head``): its
     place in the built site under ``tutorials/``."""

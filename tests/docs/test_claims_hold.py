@@ -7,12 +7,12 @@ another CPU capability and 1 or 2 threads. The capabilities rotate over the page
 capability this machine has is covered by some page in every run, and each page gets another
 seed. Any failing claim fails the test with the page's output.
 
-To keep ``make test`` short, a run takes half of those pages (:func:`sample`): the pages in
-even places of the list one day, the odd ones the next (the day of the year decides), so two
-days of runs cover them all. ``ATTENTION_CLAIMS_SAMPLE=all`` runs every one,
-``ATTENTION_CLAIMS_SAMPLE=0`` or ``1`` one half. ``make robust`` runs the full sweep (every
-page, seeds 0-9, every capability) and tabulates the margins in ``tests/docs/claims.md``; this
-file checks that table too.
+To keep ``make test`` short, a run takes half of those pages (``tests/pages.py``'s
+:func:`sample`): the pages in even places of the list one day, the odd ones the next (the day
+of the year decides), so two days of runs cover them all. ``ATTENTION_CLAIMS_SAMPLE=all`` runs
+every one, ``ATTENTION_CLAIMS_SAMPLE=0`` or ``1`` one half. ``make robust`` runs the full sweep
+(every page, seeds 0-9, every capability) and tabulates the margins in
+``tests/docs/claims.md``; this file checks that table too.
 """
 
 from __future__ import annotations
@@ -21,30 +21,12 @@ import os
 
 import pytest
 import sweep
+from pages import sample
 
 TRAINING_PAGES = [page for page in sweep.pages() if sweep.trains(page)]
 
 
-def sample(pages: list, choice: str | None = None, day: int | None = None) -> list:
-    """The pages this run checks: all of them for ``choice`` "all", else one half, every other
-    page, starting at ``choice`` (0 or 1) or at the parity of ``day`` (of the year, today's
-    by default).
-
-    >>> sample(list("abcde"), "all"), sample(list("abcde"), "1"), sample(list("abcde"), day=34)
-    (['a', 'b', 'c', 'd', 'e'], ['b', 'd'], ['a', 'c', 'e'])
-    """
-    if choice == "all":
-        return list(pages)
-    if choice in ("0", "1"):
-        start = int(choice)
-    else:
-        import datetime
-
-        start = (day if day is not None else datetime.date.today().timetuple().tm_yday) % 2
-    return list(pages[start::2])
-
-
-SAMPLED_PAGES = sample(TRAINING_PAGES, os.environ.get("ATTENTION_CLAIMS_SAMPLE"))
+SAMPLED_PAGES = sample(TRAINING_PAGES, 2, os.environ.get("ATTENTION_CLAIMS_SAMPLE"))
 
 
 def settings(n_pages: int, capabilities: list[str]) -> list[tuple[int, str, int]]:
@@ -88,7 +70,7 @@ def test_the_margins_table_covers_every_page_that_trains():
 
 @pytest.mark.timeout(sweep.PAGE_TIMEOUT + 60)
 def test_the_two_halves_take_every_page_once():
-    halves = sample(TRAINING_PAGES, "0") + sample(TRAINING_PAGES, "1")
+    halves = sample(TRAINING_PAGES, 2, "0") + sample(TRAINING_PAGES, 2, "1")
     assert sorted(halves) == sorted(TRAINING_PAGES)
     assert len(SAMPLED_PAGES) >= len(CAPABILITIES), "too few pages to cover every capability"
 

@@ -20,6 +20,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     sources = {
         "html_page": lambda: sitecheck.browser_pages(site),
         "figure_page": lambda: sitecheck.pages_with_figures(site),
+        "tutorial_page": lambda: sitecheck.tutorial_pages(site),
         "download": lambda: sitecheck.tutorial_downloads(site),
     }
     for name, discover in sources.items():

@@ -234,10 +234,43 @@ TRANSLATION_DIR = "zh_CN"
 UNTRANSLATED_PAGES = re.compile(rf"^{TRANSLATION_DIR}/(generated|_modules)/")
 
 
-def browser_pages(site: Path = SITE_DIR) -> list[str]:
-    """The pages the browser opens one by one: every page of the English site, and every
-    translated page of the Chinese edition (:data:`UNTRANSLATED_PAGES` left out)."""
-    return [rel for rel in html_pages(site) if not UNTRANSLATED_PAGES.match(rel)]
+#: Pages made from a few templates, which the browser opens a share of in each run
+#: (:func:`browser_pages`): the API reference, the highlighted sources and the Chinese edition.
+TEMPLATED_PAGES = re.compile(rf"^(generated|_modules|{TRANSLATION_DIR})/")
+#: How many runs of ``make test`` share those pages: each run opens every third one.
+TEMPLATED_SHARE = 3
+#: Pages the accessibility checks open in every colour scheme at every width, in every run.
+#: The pages share one theme and few templates, so a page type broken in one configuration
+#: shows here.
+EVERY_CONFIGURATION = (
+    "index.html",
+    "api.html",
+    "search.html",
+    "generated/attention.MultiHeadAttention.html",
+    tutorial("01_qkv_analogy"),
+    tutorial("11_visualising_attention"),
+    # The Chinese edition's landing page: its chrome (the language switch) in every scheme.
+    f"{TRANSLATION_DIR}/index.html",
+)
+
+
+def browser_pages(site: Path = SITE_DIR, choice: str | None = None) -> list[str]:
+    """The pages the browser opens one by one (the accessibility and offline checks).
+
+    Every hand-written and tutorial page of the English site, and a third of the pages made
+    from the same few templates (:data:`TEMPLATED_PAGES`: the API reference, the highlighted
+    sources, the translated pages of the Chinese edition), a different third each day
+    (``tests/pages.py``'s :func:`sample`), so that three days of runs open every page.
+    ``choice`` (by default ``ATTENTION_PAGES_SAMPLE``): ``"all"`` for every page, as
+    ``make robust`` runs them, or ``"0"``-``"2"`` for one third. The pages the Chinese edition
+    keeps in English (:data:`UNTRANSLATED_PAGES`) are opened on the English site only.
+    """
+    if choice is None:
+        choice = os.environ.get("ATTENTION_PAGES_SAMPLE")
+    found = [rel for rel in html_pages(site) if not UNTRANSLATED_PAGES.match(rel)]
+    templated = [rel for rel in found if TEMPLATED_PAGES.match(rel)]
+    chosen = {*pages.sample(templated, TEMPLATED_SHARE, choice), *EVERY_CONFIGURATION}
+    return [rel for rel in found if rel in chosen or not TEMPLATED_PAGES.match(rel)]
 
 
 def english_pages(site: Path = SITE_DIR) -> list[str]:

@@ -224,19 +224,10 @@ def _open(page, url: str) -> None:
     page.evaluate(_SETTLE_JS)
 
 
-#: Pages checked in every colour scheme at every width; every other page is checked in one
-#: of the four, in turn, so that each configuration sees a quarter of the site. The pages
-#: share one theme and few templates, so a page type broken in one configuration shows here.
-EVERY_CONFIGURATION = (
-    "index.html",
-    "api.html",
-    "search.html",
-    "generated/attention.MultiHeadAttention.html",
-    sitecheck.tutorial("01_qkv_analogy"),
-    sitecheck.tutorial("11_visualising_attention"),
-    # The Chinese edition's landing page: its chrome (the language switch) in every scheme.
-    f"{sitecheck.TRANSLATION_DIR}/index.html",
-)
+#: Pages checked in every colour scheme at every width (and opened in every run); every
+#: other page is checked in one of the four, in turn, so that each configuration sees a quarter
+#: of the site.
+EVERY_CONFIGURATION = sitecheck.EVERY_CONFIGURATION
 CONFIGURATIONS = [(scheme, width) for scheme in COLOR_SCHEMES for width in VIEWPORTS]
 
 
@@ -252,6 +243,19 @@ def test_every_configuration_pages_exist(site_dir: Path) -> None:
     pages = sitecheck.html_pages(site_dir)
     missing = [page for page in EVERY_CONFIGURATION if page not in pages]
     assert not missing, f"pages checked in every configuration are not in the build: {missing}"
+
+
+def test_three_runs_open_every_page(site_dir: Path) -> None:
+    """The shares of the templated pages that runs on different days open cover the site, and
+    every run opens the hand-written and tutorial pages and the pages of every configuration."""
+    every = sitecheck.browser_pages(site_dir, "all")
+    shares = [sitecheck.browser_pages(site_dir, str(i)) for i in range(sitecheck.TEMPLATED_SHARE)]
+    assert set().union(*shares) == set(every)
+    always = {p for p in every if not sitecheck.TEMPLATED_PAGES.match(p)}
+    always |= set(EVERY_CONFIGURATION)
+    for share in shares:
+        assert always <= set(share)
+        assert len(share) < 0.6 * len(every), "the share is most of the site"
 
 
 def test_page_passes_axe(html_page: str, site_url: str, site_dir: Path, tabs) -> None:

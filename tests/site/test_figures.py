@@ -128,18 +128,6 @@ def _open(browser, site_url: str, rel: str, viewport: dict):
     return context, page
 
 
-def test_code_blocks_fit_at_desktop_width(site_dir: Path, site_url: str, browser) -> None:
-    problems = []
-    for rel in sitecheck.tutorial_pages(site_dir):
-        context, page = _open(browser, site_url, rel, DESKTOP)
-        try:
-            wide = page.evaluate(_WIDE_CODE_JS)
-        finally:
-            context.close()
-        problems += [f"{rel}: {w['width']} px in a {w['box']} px box: {w['line']!r}" for w in wide]
-    assert not problems, "code blocks scroll sideways at 1280 px:\n" + "\n".join(problems)
-
-
 @pytest.mark.parametrize("rel", MATH_API_PAGES)
 def test_display_maths_fits_on_api_pages(site_dir: Path, site_url: str, browser, rel) -> None:
     assert (site_dir / rel).is_file(), f"{rel} was not built"
@@ -168,27 +156,17 @@ _FIGURE_LINKS_JS = """
 """
 
 
-def test_figures_link_to_full_size_on_a_phone(site_dir: Path, site_url: str, browser) -> None:
-    problems, checked = [], 0
-    for rel in sitecheck.tutorial_pages(site_dir):
-        if not sitecheck.parse_page(site_dir / rel).figures:
-            continue
-        context, page = _open(browser, site_url, rel, PHONE)
-        try:
-            figures = page.evaluate(_FIGURE_LINKS_JS)
-        finally:
-            context.close()
-        for fig in figures:
-            checked += 1
-            name = fig["src"].rsplit("/", 1)[-1]
-            if fig["linkRight"] > PHONE["width"] + 1:
-                problems.append(
-                    f"{rel}: {name}'s link reaches past the screen ({fig['linkRight']:.0f} px)"
-                )
-            if not fig["href"] or Path(fig["href"]).stem.split("_2_00x")[0] != Path(name).stem:
-                problems.append(f"{rel}: {name} does not link to its full-size image")
-    assert checked, "no figure found"
-    assert not problems, "\n".join(problems)
+def _link_problems(rel: str, figures: list[dict]) -> list[str]:
+    problems = []
+    for fig in figures:
+        name = fig["src"].rsplit("/", 1)[-1]
+        if fig["linkRight"] > PHONE["width"] + 1:
+            problems.append(
+                f"{rel}: {name}'s link reaches past the screen ({fig['linkRight']:.0f} px)"
+            )
+        if not fig["href"] or Path(fig["href"]).stem.split("_2_00x")[0] != Path(name).stem:
+            problems.append(f"{rel}: {name} does not link to its full-size image")
+    return problems
 
 
 # Every figure as the page shows it, once every image has loaded: its own width, the width it
@@ -290,25 +268,37 @@ def _desktop_problems(rel: str, measured: dict) -> list[str]:
     return problems
 
 
-def test_figures_keep_their_desktop_size_on_a_phone(site_dir: Path, site_url: str, browser) -> None:
-    """At 390 px every figure shows at least as wide as in the desktop column, min(its width,
-    736 px), so its text keeps the 8 pt the build checked; a wider figure scrolls sideways
-    inside its link, which the keyboard reaches, and the page stays as wide as the screen.
-    At 1280 px every figure shows as it did before: min(its width, the column), nothing
+def test_a_tutorial_at_a_phones_and_a_desktops_width(
+    tutorial_page: str, site_dir: Path, site_url: str, browser
+) -> None:
+    """One visit per width. At 390 px every figure links to its full-size image, and shows at
+    least as wide as in the desktop column, min(its width, 736 px), so its text keeps the 8 pt
+    the build checked; a wider figure scrolls sideways inside its link, which the keyboard
+    reaches, and the page stays as wide as the screen. At 1280 px no code block scrolls
+    sideways, and every figure shows as it always did: min(its width, the column), nothing
     scrolls and no line says it does."""
-    problems, checked = [], 0
-    for rel in sitecheck.tutorial_pages(site_dir):
-        if not sitecheck.parse_page(site_dir / rel).figures:
-            continue
-        for viewport, judge in ((PHONE, _phone_problems), (DESKTOP, _desktop_problems)):
-            context, page = _open(browser, site_url, rel, viewport)
-            try:
-                measured = page.evaluate(_FIGURE_SIZES_JS)
-            finally:
-                context.close()
-            checked += len(measured["figures"])
-            problems += judge(rel, measured)
-    assert checked, "no figure found"
+    rel = tutorial_page
+    has_figures = bool(sitecheck.parse_page(site_dir / rel).figures)
+    problems = []
+    if has_figures:
+        context, page = _open(browser, site_url, rel, PHONE)
+        try:
+            links = page.evaluate(_FIGURE_LINKS_JS)
+            measured = page.evaluate(_FIGURE_SIZES_JS)  # opens the solutions: after the links
+        finally:
+            context.close()
+        assert links and measured["figures"], f"{rel}: no figure found in the browser"
+        problems += _link_problems(rel, links) + _phone_problems(rel, measured)
+    context, page = _open(browser, site_url, rel, DESKTOP)
+    try:
+        wide = page.evaluate(_WIDE_CODE_JS)  # before the solutions are opened
+        measured = page.evaluate(_FIGURE_SIZES_JS) if has_figures else None
+    finally:
+        context.close()
+    problems += [f"{rel}: a code block is {w['width']} px in a {w['box']} px box at 1280 px: "
+                 f"{w['line']!r}" for w in wide]  # fmt: skip
+    if measured is not None:
+        problems += _desktop_problems(rel, measured)
     assert not problems, "\n".join(problems)
 
 
