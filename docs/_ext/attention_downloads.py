@@ -390,8 +390,14 @@ class _Converter:
         links: Links,
         docname: str,
         plain: bool = False,
+        language: str = "en",
+        translate: Callable[[str], str] | None = None,
     ) -> None:
         self.include = include
+        #: The notebook's language, and the translation of a line of reST into it (the
+        #: prerequisites line and the solutions' headings are not in the text blocks).
+        self.language = language
+        self.translate = translate or (lambda text: text)
         self.links = links
         self.docname = docname
         #: Plain text for a script's comments instead of Markdown for a notebook's cells: roles
@@ -460,6 +466,7 @@ class _Converter:
                     page_label(self.docname, page, getattr(self.links, "srcdir", None)),
                     self.docname,
                 ),
+                self.language,
             )
             if self.plain:
                 line = _markdown_to_plain(line)
@@ -495,7 +502,7 @@ class _Converter:
             solution = SOLUTION_MARKER.match(line)
             if solution:
                 # A notebook folds the solution's cells (convert_notebook); its heading stays.
-                title = SOLUTION_TITLE.format(number=solution.group("number"))
+                title = self.translate(SOLUTION_TITLE.format(number=solution.group("number")))
                 heading = f"{title}:" if self.plain else f"**{title}**"
                 out.append(f"{line[: _indent_of(line)]}{heading}")
                 i += 1
@@ -662,6 +669,7 @@ def convert_notebook(
     links: Links,
     docname: str,
     translate: Callable[[str], str] | None = None,
+    language: str = "en",
 ) -> tuple[dict, list[str]]:
     """The notebook of the gallery script ``path``, in Markdown with the code it includes and
     each exercise's solution folded; ``translate``, when given, translates the reST of each
@@ -672,7 +680,9 @@ def convert_notebook(
     from sphinx_gallery.notebook import jupyter_notebook
     from sphinx_gallery.py_source_parser import Block
 
-    converter = _Converter(include=include, links=links, docname=docname)
+    converter = _Converter(
+        include=include, links=links, docname=docname, language=language, translate=translate
+    )
     blocks = script_blocks(path, gallery_conf)
     converter.reading_minutes = reading_minutes(blocks, include)
     if translate is not None:
@@ -844,6 +854,7 @@ def rewrite_downloads(app) -> int:
                     links=links,
                     docname=docname,
                     translate=rst_translator(app, docname),
+                    language=app.config.language or "en",
                 )
                 data = json.dumps(notebook, indent=2).encode("utf-8")
                 replacements[Path(notebook_src).name] = data

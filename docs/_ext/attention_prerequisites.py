@@ -188,8 +188,12 @@ def plain_text(rst: str) -> str:
     return " ".join(re.sub(r"``|\*\*?", "", text).split())
 
 
-def reading_time_text(minutes: int) -> str:
-    return f"Reading time: about {minutes} min"
+#: The line's words in a downloaded notebook, by the site's language: its label, its reading
+#: time and what separates the pages (on a page, the catalogues translate the line).
+LINE_WORDS = {
+    "en": ("**Prerequisites:**", "Reading time: about {} min", ", "),
+    "zh_CN": ("**前置知识：**", "阅读时间：约 {} 分钟", "、"),
+}
 
 
 class PrerequisitesDirective(Directive):
@@ -231,7 +235,8 @@ class PrerequisitesDirective(Directive):
                 "prerequisites: name the pages this page assumes (file names without .py), "
                 "or say in its option :assumes: what it assumes"
             )
-        text = f"**Prerequisites:** {assumed}{SEPARATOR}{reading_time_text(minutes)}"
+        label, reading_time, _ = LINE_WORDS["en"]  # the catalogues translate the page's line
+        text = f"{label} {assumed}{SEPARATOR}{reading_time.format(minutes)}"
         inline, messages = self.state.inline_text(text, self.lineno)
         paragraph = nodes.paragraph(text, "", *inline, classes=[LINE_CLASS])
         summary = self.options.get("summary", "").strip()
@@ -248,8 +253,10 @@ def markdown_line(
     note: str,
     minutes: int,
     link: Callable[[str], tuple[str | None, str] | None],
+    language: str = "en",
 ) -> str:
-    """The line in Markdown: ``link(page)`` returns ``(title, url)`` of a page, or None."""
+    """The line in Markdown, in ``language``: ``link(page)`` returns ``(title, url)`` of a
+    page, or None."""
     parts = []
     for page in pages:
         found = link(page)
@@ -259,7 +266,8 @@ def markdown_line(
             parts.append(f"[{found[0] or page}]({found[1]})")
     if note:
         parts.append(note)
-    return f"**Prerequisites:** {', '.join(parts)}{SEPARATOR}{reading_time_text(minutes)}"
+    label, reading_time, between = LINE_WORDS[language]
+    return f"{label} {between.join(parts)}{SEPARATOR}{reading_time.format(minutes)}"
 
 
 def setup(app):
@@ -268,6 +276,7 @@ def setup(app):
 
 
 __all__ = [
+    "LINE_WORDS",
     "plain_text",
     "CODE_LINES_PER_MINUTE",
     "directive_options",

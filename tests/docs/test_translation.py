@@ -217,6 +217,13 @@ def test_a_chinese_notebook_has_the_chinese_prose_and_the_english_code(html_dir,
     chinese_cells = [m for m in markdown if CJK.search(m)]
     english = [m[:80] for m in markdown if not CJK.search(m)]
     assert len(chinese_cells) >= 0.8 * len(markdown), english
+    # The lines the build writes, not the catalogues: the prerequisites and the solutions.
+    text = "\n".join(markdown)
+    assert "**前置知识：**" in text and "阅读时间：约" in text
+    for words in ("Prerequisites", "Reading time", "Solution to exercise"):
+        assert words not in text, words
+    solutions = sum("**Solution to exercise" in m for m in ("".join(c["source"]) for c in en))
+    assert text.count("的解答**") == solutions
 
 
 @pytest.mark.parametrize(
