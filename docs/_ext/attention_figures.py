@@ -64,13 +64,15 @@ def shown_scale(fig, *, display_px: float = COLUMN_PX) -> float:
     return min(1.0, display_px / width_px)
 
 
-def small_text(fig, *, display_px: float = COLUMN_PX, min_pt: float = MIN_PT):
-    """The texts of ``fig`` smaller than ``min_pt`` points once shown ``display_px`` wide.
+def small_text(fig, *, display_px: float = COLUMN_PX, min_pt: float = MIN_PT, drawn: bool = False):
+    """The texts of ``fig`` smaller than ``min_pt`` points once shown ``display_px`` wide
+    (``drawn``: the figure was drawn since its last change, so it is not drawn again).
 
     Returns:
         list[tuple[str, float]]: each text and its size in points as shown, smallest first.
     """
-    fig.canvas.draw()  # tick labels exist only once the ticks have been located
+    if not drawn:
+        fig.canvas.draw()  # tick labels exist only once the ticks have been located
     scale = shown_scale(fig, display_px=display_px)
     figure_box = fig.bbox
     small = {}
@@ -166,12 +168,14 @@ def _colour_bars(fig):
     ]
 
 
-def colour_bar_problems(fig) -> list[str]:
+def colour_bar_problems(fig, *, drawn: bool = False) -> list[str]:
     """What is wrong with the colour bars of ``fig``, in sentences: panels side by side that
     share one colour scale with a bar each (one bar serves them all, and leaves the panels
     wider), or a bar much longer than the plots it stands beside
-    (:data:`COLOUR_BAR_STRETCH`), which reads as the scale of something else."""
-    fig.canvas.draw()  # the axes' final places (an image's aspect shrinks its axes)
+    (:data:`COLOUR_BAR_STRETCH`), which reads as the scale of something else. ``drawn``: as
+    for :func:`small_text`."""
+    if not drawn:
+        fig.canvas.draw()  # the axes' final places (an image's aspect shrinks its axes)
     bars = _colour_bars(fig)
     if not bars:
         return []
@@ -221,10 +225,11 @@ def colour_bar_problems(fig) -> list[str]:
     return problems
 
 
-def top_gap_px(fig, *, display_px: float = COLUMN_PX) -> float:
+def top_gap_px(fig, *, display_px: float = COLUMN_PX, drawn: bool = False) -> float:
     """The empty band above the first text or axes of ``fig`` (its title, as a rule), in CSS
-    pixels as the page shows the figure."""
-    fig.canvas.draw()
+    pixels as the page shows the figure. ``drawn``: as for :func:`small_text`."""
+    if not drawn:
+        fig.canvas.draw()
     top = fig.get_tightbbox(fig.canvas.get_renderer()).y1  # inches
     gap_in = max(0.0, fig.get_figheight() - top)
     return gap_in * _saved_dpi(fig) * shown_scale(fig, display_px=display_px)
@@ -232,8 +237,10 @@ def top_gap_px(fig, *, display_px: float = COLUMN_PX) -> float:
 
 def figure_problems(fig, *, display_px: float = COLUMN_PX) -> list[str]:
     """What is wrong with ``fig`` as the page shows it, in sentences (empty when nothing)."""
+    # One drawing serves every check: a drawing costs about as much as saving the figure.
+    fig.canvas.draw()
     problems = []
-    small = small_text(fig, display_px=display_px)
+    small = small_text(fig, display_px=display_px, drawn=True)
     if small:
         scale = shown_scale(fig, display_px=display_px)
         listed = ", ".join(f"{text!r} at {pt:g} pt" for text, pt in small[:6])
@@ -250,8 +257,8 @@ def figure_problems(fig, *, display_px: float = COLUMN_PX) -> list[str]:
             f"red and green marks in one figure ({listed}): choose colour-blind-safe colours "
             "(e.g. blue #0072b2 and orange #e69f00)."
         )
-    problems += colour_bar_problems(fig)
-    gap = top_gap_px(fig, display_px=display_px)
+    problems += colour_bar_problems(fig, drawn=True)
+    gap = top_gap_px(fig, display_px=display_px, drawn=True)
     if gap > MAX_TOP_GAP_PX:
         problems.append(
             f"{gap:.0f} px of empty space above the title as shown (at most "
