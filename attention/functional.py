@@ -234,8 +234,9 @@ def attention_block(
         \text{out}_i = \sum_j e^{s_{ij} - \text{lse}_i}\, v_j, \qquad
         s_{ij} = \text{scale} \cdot q_i \cdot k_j
 
-    over the allowed keys :math:`j` of the block. The exponentials are taken after subtracting
-    each row's maximum, so they never overflow. A row with no allowed key gives output 0 and
+    over the allowed keys :math:`j` of the block. The weights are a softmax (which subtracts each
+    row's maximum :math:`m_i` before the exponentials, so they never overflow), and the
+    log-sum-exp comes from the largest weight, :math:`e^{m_i - \text{lse}_i}`. A row with no allowed key gives output 0 and
     :math:`\text{lse} = -\infty` (the log of an empty sum), which :func:`merge_blocks` treats as
     "no keys yet". Both come back in :func:`accumulation_dtype` (float32 for half-precision
     inputs), so that merging them keeps the log of the sum.
@@ -263,16 +264,17 @@ def attention_block(
         True
     """
     scores = _scores(query, key, scale, allowed)  # (*, R, C)
-    # The maximum only keeps exp() in range; the result does not depend on it.
-    m = scores.detach().amax(dim=-1, keepdim=True)  # (*, R, 1)
-    p = torch.exp(scores - m)  # (*, R, C)
+    acc = accumulation_dtype(scores.dtype)
+    m = scores.amax(dim=-1, keepdim=True).to(acc)  # each row's largest score  (*, R, 1)
+    # The weights in one fused pass over each row, which subtracts the row's maximum first.
+    p = torch.softmax(scores, dim=-1, dtype=acc)  # (*, R, C)
     if allowed is not None:
-        p = p.masked_fill(~allowed, 0.0)  # (*, R, C)
-    acc = accumulation_dtype(p.dtype)
-    l = p.sum(dim=-1, keepdim=True, dtype=acc)  # the softmax's denominator  (*, R, 1)  # noqa: E741
-    seen = l > 0  # rows with at least one allowed key  (*, R, 1)
-    out = (p @ value).to(acc) / torch.where(seen, l, 1.0)  # (*, R, C) @ (*, C, Dv) -> (*, R, Dv)
-    lse = torch.where(seen, m.to(acc) + torch.log(l), -math.inf)  # (*, R, 1)
+        p = p.masked_fill(~allowed, 0.0)  # a row with no allowed key had 1/C on each  (*, R, C)
+    # The largest weight is e^(m - lse): the log-sum-exp without another pass over the tile.
+    top = p.amax(dim=-1, keepdim=True)  # (*, R, 1)
+    seen = top > 0  # rows with at least one allowed key  (*, R, 1)
+    out = (p.to(value.dtype) @ value).to(acc)  # (*, R, C) @ (*, C, Dv) -> (*, R, Dv)
+    lse = torch.where(seen, m - torch.log(top), -math.inf)  # (*, R, 1)
     return out, lse
 
 
