@@ -236,10 +236,11 @@ def attention_block(
 
     over the allowed keys :math:`j` of the block. The weights are a softmax (which subtracts each
     row's maximum :math:`m_i` before the exponentials, so they never overflow), and the
-    log-sum-exp comes from the largest weight, :math:`e^{m_i - \text{lse}_i}`. A row with no allowed key gives output 0 and
-    :math:`\text{lse} = -\infty` (the log of an empty sum), which :func:`merge_blocks` treats as
-    "no keys yet". Both come back in :func:`accumulation_dtype` (float32 for half-precision
-    inputs), so that merging them keeps the log of the sum.
+    log-sum-exp comes from the largest weight, :math:`e^{m_i - \text{lse}_i}`. A row with no
+    allowed key gives output 0 and :math:`\text{lse} = -\infty` (the log of an empty sum),
+    which :func:`merge_blocks` treats as "no keys yet". Both come back in
+    :func:`accumulation_dtype` (float32 for half-precision inputs), so that merging them keeps
+    the log of the sum.
 
     Args:
         query (Tensor): the queries.
