@@ -146,9 +146,10 @@ ax.set_title("Loss of each half of the sequences during training")
 plt.show()
 
 # %%
-# For a while both halves sit at chance. Then the second half's loss falls, abruptly:
-# the model has learned to copy. The first half's cannot go below what random tokens
-# allow. On the held-out sequences:
+# For a while both halves sit at chance. Then the second half's loss falls (the
+# printed history says when): the model has learned to copy. The first half's cannot
+# go below the floor that random tokens allow (both printed below). On the held-out
+# sequences:
 
 model = model.to(device)
 held_out = held_out.to(device)
@@ -238,9 +239,9 @@ claim("generation accuracy without the mask", cheat_acc, below=0.15)
 # %%
 # The masked model gets most of the repeat right (each step reads the tokens generated
 # before it, so one wrong token can throw later ones off). The one that peeked, despite
-# its near-zero training loss, gets nearly all of it wrong, not much less than a
-# uniform guess would: what it learned was to read ahead, and generation gives it
-# nothing ahead to read.
+# its near-zero loss under teacher forcing, gets nearly all of it wrong, not much less
+# than a uniform guess would: what it learned was to read ahead, and generation gives
+# it nothing ahead to read.
 #
 # The heads that copy
 # -------------------
@@ -300,7 +301,7 @@ claim("best previous-token score in layer 1", previous.max().item(), below=0.8)
 
 # %%
 # In layer 2, the heads whose induction score stands far above the uniform baseline
-# are the induction heads; this run has the number printed above (one head or several
+# are the induction heads; in this run, the heads listed above (one head or several
 # may share the role). In layer 1, no head is a clean previous-token head: the best
 # score is well below 1. Where each head of layer 1 puts its weight, by distance back
 # from the query (0: the query's own position), averaged over the queries
@@ -346,16 +347,18 @@ claim(
 )
 
 # %%
-# Every head of layer 1 puts on the query's own position and the two before it well
-# over what a head spread evenly would (several times as much: the printed shares),
-# each in its own proportions (the bars). Together they write into every position a
-# mix of its own token and the ones just before, which includes what the textbook's
-# previous-token head provides.
+# Every head of layer 1 puts more weight on the query's own position and the two before
+# it than a head spread evenly would (how much more: the printed shares), each in its
+# own proportions (the bars). Together they write into every position a mix of its own
+# token and the ones just before, which includes what the textbook's previous-token head
+# provides.
 #
 # The induction head with the highest score, drawn on one held-out sequence with its
-# tokens on the axes. In the second half (the lower rows), each query attends
-# :math:`d - 1` positions back, where :math:`d` is this sequence's period, to the token
-# that followed the earlier occurrence of its own token:
+# tokens on the axes. In the second half (the lower rows), the weight leans
+# :math:`d - 1` positions back, where :math:`d` is this sequence's period, on the token
+# that followed the earlier occurrence of the query's own token (the head's induction
+# score, printed above, is its mean weight there); the figure shows how closely each
+# row follows it:
 
 from attention import plot_attention
 
@@ -445,9 +448,9 @@ print(
 claim("least share of the zeroed loss kept by mean-ablation", kept, above=0.5)
 
 # %%
-# And every head of layer 1 is needed: mean-ablating any one of them raises the
-# second-half loss to several times its value with all heads on, whatever the head's
-# previous-token score, also for the head that looks most at the query's own position:
+# And every head of layer 1 is needed: mean-ablating any one of them at least doubles
+# the second-half loss, whatever the head's previous-token score, also for the head
+# that looks most at the query's own position:
 
 layer1 = [ablated["mean"][1, head] for head in range(H)]
 own = int(by_distance[:, 0].argmax())  # the layer-1 head that looks most at itself
@@ -480,8 +483,8 @@ claim("second-half loss without the best induction head", without_induction, abo
 #
 # - A decoder predicts every next token in one pass; the causal mask makes that pass
 #   equal to one prediction per prefix (teacher forcing). Without the mask the model
-#   reads the answer: near-zero training loss, and generation that gets nearly all of
-#   the repeat wrong.
+#   reads the answer: near-zero loss under teacher forcing, and generation that gets
+#   nearly all of the repeat wrong.
 # - On random tokens that repeat at a distance only the tokens reveal, a two-layer
 #   decoder learns to copy within a few hundred steps: layer 1 mixes into each position
 #   the tokens just before it, layer 2 finds the earlier occurrence and copies what
@@ -546,7 +549,7 @@ assert earlier_change < 1e-5
 # .. solution 3
 #
 # Partly: the loss at every shorter period is far below chance, so the copy carries
-# over, but above the loss on the periods of training.
+# over, but on average more than twice the loss at the periods of training.
 
 from attention.training import token_losses
 

@@ -367,16 +367,16 @@ claim("best induction score with H_kv = 4", results[4]["induction"], above=0.2)
 claim("best induction score with H_kv = 1", results[1]["induction"], above=0.2)
 
 # %%
-# With one key/value head per layer, layer 2 still has an induction head: all four
-# query heads read the same keys and values, and at least one of them finds the earlier
+# With one key/value head per layer, layer 2 still has an induction head: all four query
+# heads read the same keys and values, and at least one of them finds the earlier
 # occurrence of its token by content. Sharing does not make the content lookup
 # impossible. Whether it makes it harder is a question about the spread from seed to
-# seed, which one run cannot show: in this run the two losses are printed above, and
-# either model can come out ahead for another seed or CPU. One shared key/value head
-# keeps a quarter of the cache; what that costs a large
-# model on real text is measured by training both, as :cite:t:`ainslie2023` did (their
-# grouped-query models, with a few key/value heads, came close to multi-head quality;
-# multi-query fell further behind).
+# seed, which one run cannot show: the two losses of this run are printed above, and
+# which model comes out ahead changes with the seed and the CPU. One shared key/value
+# head keeps a quarter of the cache; what that costs a large model on real text is
+# measured by training both, as :cite:t:`ainslie2023` did (their grouped-query models,
+# with a few key/value heads, came close to multi-head quality; multi-query fell further
+# behind).
 #
 # What to remember
 # ----------------
@@ -391,8 +391,8 @@ claim("best induction score with H_kv = 1", results[1]["induction"], above=0.2)
 #   which is what limits long contexts and large batches.
 # - Grouped-query and multi-query attention divide it by :math:`H / H_{kv}`. On a
 #   copying task that needs content lookup, a model with one key/value head per layer
-#   still forms an induction head and learns the copy; which of the two learns it
-#   better varies from run to run.
+#   still forms an induction head and beats chance on the copy; one run does not say
+#   whether it learns the copy better or worse than the model with four.
 #
 # API used on this page: :class:`attention.DecoderLM`, :class:`attention.KVCache`,
 # :class:`attention.CausalSelfAttention`,

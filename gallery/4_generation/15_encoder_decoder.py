@@ -62,9 +62,10 @@ for format in FORMATS:
 # To write the year, a model must find it in the source, at the start, at the end or in
 # between, as four digits or two; a two-digit year ``yy`` means 20yy below 50 and 19yy
 # from 50 on, so every day from 1950 to 2049 has one written form per format and each
-# written form one day. The month is a name, an abbreviation or a number, and a day or
-# a month written as a number always comes day first. The weekday is a distraction: it
-# says nothing that the rest of the date does not.
+# written form one day. The month is a name, an abbreviation or a number; where the
+# day and the month are both numbers, the day comes first unless the year opens the
+# date (``2021/3/3``). The weekday is a distraction: it says nothing that the rest of
+# the date does not.
 #
 # :func:`attention.dates.split_dates` holds out one day in ten, at random; the held-out
 # examples (:func:`attention.dates.make_dates` with ``split="held_out"``) are days that
@@ -257,9 +258,10 @@ for panel, axis in enumerate(fig.axes[: num_layers * H]):
     axis.set_ylabel("written character (query)")
 
 # %%
-# Where the weight of a row sits, it sits on the part of the source that row writes: the
-# year's digits on the year at the end, the month's on the month's name, the day's on
-# ``...th``. The alignment runs from the bottom left to the top right, against the
+# Where a row puts its weight, it is mostly on the part of the source that row writes:
+# the year's digits on the year at the end, the month's on the month's name, the day's
+# on ``...th``. Not in every head: some rows look elsewhere, several at the opening
+# ``the``. The alignment runs from the bottom left to the top right, against the
 # source's order. The rows of the dashes and of ``<eos>``, which no source character
 # determines, look wherever.
 #
@@ -307,13 +309,13 @@ fig.tight_layout()
 # %%
 # The layer to read is layer 2: the mean of its heads puts most of each digit's weight
 # on the digit's field, well above the share of a head that spreads its weight evenly
-# (the bottom row), for the month, the day and the year's last two digits (nearly all
-# of it for the year's). Layer 1 is aligned as well. The year's first two digits,
-# ``19`` or ``20``, are the exception: a two-digit year does not spell them, and the
-# model works them out from what it reads. As claims, for the mean of layer 2's heads,
-# the weakest digit of each field (the century digits counted apart) against the
-# largest share an even spread gives it, and each layer's share averaged over the
-# digits:
+# (the bottom row), for the month, the day and the year's last two digits (nearly all of
+# it for the year's). Layer 1 is aligned too; how closely, next to layer 2, is printed
+# below. The year's first two digits, ``19`` or ``20``, are the exception: a two-digit
+# year does not spell them, and the model works them out from what it reads. As claims,
+# for the mean of layer 2's heads, the weakest digit of each field (the century digits
+# counted apart) against the largest share an even spread gives it, and each layer's
+# share averaged over the digits:
 
 fields = {
     "year's last two digits": [2, 3],
@@ -349,9 +351,9 @@ claim(
 claim("layer 1: share on the field, over the digits", layer_share[0], above=0.5)
 
 # %%
-# Within the field, each digit finds its character. For the dates whose year has four
-# digits, the weight of each output digit of the year on each of the year's source
-# characters, for the mean of layer 2's heads: the last two digits (rows ``y3``,
+# Within the year, the last two digits find their characters. For the dates whose year
+# has four digits, the weight of each output digit of the year on each of the year's
+# source characters, for the mean of layer 2's heads: the last two digits (rows ``y3``,
 # ``y4``) point at the characters they copy, on the diagonal, while the century digits
 # put less of their weight on the year at all.
 
@@ -480,10 +482,11 @@ claim(
 
 # %%
 # In layer 2 the four heads agree on the character for a minority of the digits, and the
-# mean of the heads is flatter than its heads are. Each head is a sharper pointer than
-# the mean; the heads split the reading of a field between them, and the mean map's
-# smooth blocks are a sum of narrower, disagreeing ones. A heatmap of the heads' mean is
-# the right picture of *where* a layer reads, and the picture of no head.
+# mean of the heads is flatter than its heads are. On average over the heads, a head is
+# a sharper pointer than the mean (the entropies above); the heads split the reading of
+# a field between them, and the mean map's smooth blocks are a sum of narrower,
+# disagreeing ones. A heatmap of the heads' mean is the right picture of *where* a layer
+# reads, and the picture of no head.
 #
 # The mistakes
 # ------------
@@ -578,9 +581,9 @@ claim(
 
 # %%
 # The row that wrote the first wrong digit still reads the right field, with far more
-# weight there than an even spread would put, if often less than where the date came out
-# right. The mistake whose wrong row puts the most weight on the right field, drawn as
-# the dates above were (the mean of layer 2's heads):
+# weight there than an even spread would put (next to the dates that came out right, in
+# the printed shares). The mistake whose wrong row puts the most weight on the right
+# field, drawn as the dates above were (the mean of layer 2's heads):
 
 n, t = max(digit_mistakes, key=lambda m: layer2_field[m[0], DIGITS.index(m[1])])
 length = len(held_out[n].source)
@@ -663,8 +666,9 @@ claim(
 # have ended, so short, unlikely outputs can fill the beam before the likely one is
 # finished (fairseq's rule, which the package follows). Searching wider is not writing
 # better. On a task where the model is this sure of most characters, beam search is no
-# more accurate than greedy decoding (within a few dates in a thousand), and runs the
-# decoder on four hypotheses per source where greedy decoding runs it on one.
+# more accurate than greedy decoding (to within five dates in a thousand either way;
+# both are printed above), and runs the decoder on four hypotheses per
+# source where greedy decoding runs it on one.
 #
 # What to remember
 # ----------------
@@ -677,8 +681,9 @@ claim(
 #   puts most of its weight on the field it writes, wherever the format puts it, and the
 #   last digits of the year on the very characters they copy.
 # - Averaging heads keeps the field-level alignment and hides that the heads split the
-#   characters between them. The mistakes are not misalignments: the model reads the
-#   right field and the wrong position in it.
+#   characters between them. The mistakes are mostly not misalignments: the row that
+#   writes a wrong digit still reads the right field, and the digit it writes is mostly
+#   a ``0`` or another digit of that field.
 # - Beam search is not a better greedy: it can find a higher-scoring output, and it can
 #   end on a short, worse one.
 #
@@ -736,12 +741,13 @@ claim("dashes in place without cross-attention", dashes, above=0.9)
 # %%
 # .. solution 2
 #
-# It reads the first number as the day, as every format of its training does: for the
-# great majority of dates, the day it writes is the month meant. A day of 12 or less
-# then makes a valid date, with the day and the month exchanged. A larger day cannot be
-# a month, and the model never writes the date meant; in a large share of these dates
-# it still makes the month out of the second number, whole (a month over 12) or one of
-# its digits after a ``0``.
+# It reads the first number as the day, as every training format that does not open
+# with the year does: for the great majority of dates, the day it writes is the month
+# meant. A day of 12 or less then makes a valid date, with the day and the month
+# exchanged. A larger day cannot be a month, and the model almost never writes the
+# date meant (the printed share); in a large share of these dates it still makes the
+# month out of the second number, whole (a month over 12) or one of its digits after a
+# ``0``.
 
 us = [write_date(e.date, "{Wkd} {mm}/{dd}/{yyyy}")[0] for e in held_out]
 with num_threads(1):

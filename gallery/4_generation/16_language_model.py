@@ -470,8 +470,9 @@ plt.show()
 
 # %%
 # The diagonal, a query's own character, and the cells just left of it, the characters
-# before, hold much of the weight; the rest is spread over characters further back.
-# How much of each, over many windows, is measured below.
+# before, hold much of the weight; the rest falls on characters further back, spread
+# out or, in some rows, on one earlier character. How much of each, over many windows,
+# is measured below.
 #
 # Attention sinks, or their absence
 # ---------------------------------
@@ -685,14 +686,15 @@ bottom.legend(loc="upper right", fontsize="small")
 plt.show()
 
 # %%
-# The dotted lines mark the first target after each restart, the black line the first
-# target predicted after the cache dropped a key. Up to that line the rolling cache
-# gives the losses of one pass without a cache, to within float32 rounding (the
-# largest difference is printed above). Restarting costs loss on the characters after
-# every cut, where the model starts again from nothing (the mean excess over the 16
-# targets after each restart is printed above); on the other targets the two are within
-# a few hundredths of a nat, since a restarted window soon holds the few recent
-# characters the heads read. The rolling cache has no cuts. The sinks make no
+# The dotted lines mark the first target after each restart (the first of them lies
+# next to the black line), the black line the first target predicted after the cache
+# dropped a key. Up to that line the rolling cache gives the losses of one pass without
+# a cache, to within float32 rounding (the largest difference is printed above).
+# Restarting costs loss on the characters after every cut, where the model starts again
+# from nothing (the mean excess over the 16 targets after each restart is printed
+# above); on the other targets the two differ on average by a few hundredths of a nat
+# at most (the mean is printed above), since a restarted window soon holds the few
+# recent characters the heads read. The rolling cache has no cuts. The sinks make no
 # difference worth the name: this model does not lean on its first token, so it does
 # not miss it when it leaves the cache. StreamingLLM needs sinks because large models
 # have them.
