@@ -20,6 +20,7 @@ from docbuild import ROOT, gallery_scripts
 
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 import attention_i18n  # noqa: E402
+import attention_prerequisites  # noqa: E402
 
 LOCALE = ROOT / "locale" / "zh_CN"
 CATALOGUES = LOCALE / "LC_MESSAGES"
@@ -86,6 +87,21 @@ def test_translations_keep_their_markup_and_are_chinese():
 def glossary() -> list[dict[str, str]]:
     with GLOSSARY.open(encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def test_a_notebooks_prerequisites_line_reads_as_the_pages():
+    """The notebook writes the prerequisites line from LINE_WORDS, the page from its catalogue:
+    both must use the same words."""
+    label, reading_time, between = attention_prerequisites.LINE_WORDS[ZH]
+    en_label, en_time, _ = attention_prerequisites.LINE_WORDS["en"]
+    lines = [e for _, e in entries() if e.msgid.startswith(en_label)]
+    assert len(lines) == len(gallery_scripts())
+    time = re.escape(reading_time).replace(r"\{\}", r"\d+")
+    for entry in lines:
+        assert entry.msgstr.startswith(label + " "), entry.msgstr[:40]
+        assert re.search(time + "$", entry.msgstr), entry.msgstr[-40:]
+        if ", :ref:" in entry.msgid:
+            assert between + ":ref:" in entry.msgstr, entry.msgstr
 
 
 def test_glossary_terms_are_translated_alike():
