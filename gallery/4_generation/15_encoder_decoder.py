@@ -666,8 +666,8 @@ claim(
 # have ended, so short, unlikely outputs can fill the beam before the likely one is
 # finished (fairseq's rule, which the package follows). Searching wider is not writing
 # better. On a task where the model is this sure of most characters, beam search is no
-# more accurate than greedy decoding (to within five dates in a thousand either way;
-# both are printed above), and runs the decoder on four hypotheses per
+# more accurate than greedy decoding (it gains at most five dates in a thousand, and
+# may lose some; both are printed above), and runs the decoder on four hypotheses per
 # source where greedy decoding runs it on one.
 #
 # What to remember
