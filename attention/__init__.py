@@ -18,6 +18,7 @@ from .multi_head import MultiHeadAttention
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .seq2seq import Seq2SeqTransformer
 from .single_head import SelfAttention
+from .state import DecodingState
 from .tiled import tiled_attention
 from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
 
@@ -46,6 +47,7 @@ __all__ = [
     "mask_legend",
     "CausalSelfAttention",
     "KVCache",
+    "DecodingState",
     "DecoderLM",
     "TransformerDecoderBlock",
     "Seq2SeqTransformer",

@@ -415,21 +415,3 @@ def check_memory(memory, N: int, E: int, H: int, like: Tensor) -> int:
             )
         check_same_kind(x, name, like, "the module's parameters")
     return keys.shape[2]
-
-
-def check_cache(cache, heads: int, head_dim: int, *, num_layers=None, rolling=True) -> None:
-    """Check a ``KVCache`` (or ``None``) for attention layers of ``heads`` key/value heads of
-    ``head_dim``; of ``num_layers`` layers when given; without a window unless ``rolling``."""
-    from .cache import KVCache  # not at the top: cache.py imports this module
-
-    if cache is None:
-        return
-    if not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be a KVCache or None; got {type(cache).__name__}")
-    if (cache.num_kv_heads, cache.head_dim) != (heads, head_dim):
-        raise ValueError(f"the cache holds {cache.num_kv_heads} heads of D={cache.head_dim}; "
-                         f"expected {heads} heads of D={head_dim}")  # fmt: skip
-    if num_layers is not None and cache.num_layers != num_layers:
-        raise ValueError(f"the cache holds {cache.num_layers} layers; expected {num_layers}")
-    if not rolling and cache.window is not None:
-        raise ValueError(f"the cache must not roll (window=None); got window={cache.window}")

@@ -14,7 +14,6 @@ from torch import Tensor, nn
 
 from ._checks import (
     check_bool,
-    check_cache,
     check_dropout,
     check_embed,
     check_factory,
@@ -379,7 +378,7 @@ class TransformerDecoderBlock(nn.Module):
         N, L, E = x.shape
         H = self.num_heads
         S_memory = check_memory(memory, N, E, H, self.norm1.weight)
-        check_cache(cache, H, E // H)
+        KVCache.check(cache, H, E // H)
         if cache is not None:
             cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
         S = L if cache is None else cache.offset(L) + L

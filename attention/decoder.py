@@ -7,13 +7,24 @@ around it.
 - :class:`DecoderConfig`: the sizes and choices of a :class:`attention.DecoderLM`, checked once.
 - :class:`DecoderBlock`: a pre-LN block around *any* attention module it is given.
 
-A new attention variant plugs in without editing this file or the model: a module with
-``embed_dim``, ``num_kv_heads`` and ``head_dim`` attributes and ``forward(x, *, cache=None,
-layer=0, need_weights=False) -> (out, weights)``, built by a function of the config:
-``DecoderLM(..., attention=MyAttention.from_config)``.
+A new attention variant plugs in without editing this file or the model. It is a module with
+
+- ``embed_dim`` and ``positions`` attributes (``positions``: which of ``"rotary"``, ``"alibi"``
+  or ``"none"`` it applies itself; the model applies learned and sinusoidal positions, and
+  refuses a layer that would drop the config's);
+- ``forward(x, *, cache=None, layer=0, need_weights=False) -> (out, weights)``, which appends
+  this call's positions to ``cache`` (its own :class:`attention.state.DecodingState`) at
+  ``layer``;
+- ``new_state(num_layers, *, batch_size, max_len, window, sinks)``, the empty state of a model of
+  such layers;
+- ``from_config(config)``, reading its own settings from ``config.attention_options``,
+
+registered once by name with :func:`register_attention`, and chosen by
+``DecoderLM(..., attention="name", attention_options={...})``.
 """
 
 import dataclasses
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -33,9 +44,38 @@ from .functional import scaled_dot_product_attention
 from .masks import causal_mask, sliding_window_mask
 from .positions import RotaryEmbedding, alibi_bias
 
-__all__ = ["CausalSelfAttention", "DecoderConfig", "DecoderBlock"]
+__all__ = ["CausalSelfAttention", "DecoderConfig", "DecoderBlock", "register_attention"]
 
 POSITIONS = ("learned", "sinusoidal", "rotary", "alibi", "none")
+
+#: The attention variants a :class:`DecoderConfig` may name, each built by a function of the
+#: config (see :func:`register_attention`).
+ATTENTIONS: dict[str, Callable[["DecoderConfig"], nn.Module]] = {}
+
+
+def register_attention(name: str, build: Callable[["DecoderConfig"], nn.Module]) -> None:
+    """Make an attention variant available to :class:`attention.DecoderLM` by ``name``.
+
+    Args:
+        name (str): the name a config gives, ``DecoderLM(..., attention=name)``.
+        build (callable): makes one layer's attention from the :class:`DecoderConfig`
+            (usually the variant's ``from_config``).
+
+    Returns:
+        None: raises ``ValueError`` if another function already holds ``name``.
+
+    Examples::
+
+        >>> sorted(ATTENTIONS)[:1]
+        ['causal']
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str; got {name!r}")
+    if not callable(build):
+        raise TypeError(f"build must be callable; got {type(build).__name__}")
+    if name in ATTENTIONS and ATTENTIONS[name] is not build:
+        raise ValueError(f"an attention named {name!r} is already registered")
+    ATTENTIONS[name] = build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +98,11 @@ class DecoderConfig:
             ``"none"``. Default: ``"learned"``.
         window (int, optional): sliding-window attention in every layer. Default: ``None``.
         bias (bool): biases in the attention's projections. Default: ``False``.
+        attention (str or callable): the attention of every layer: a name given to
+            :func:`register_attention` (``"causal"``, :class:`CausalSelfAttention`), or a function
+            of the config that builds one layer's attention. Default: ``"causal"``.
+        attention_options (Mapping, optional): the variant's own settings, which its
+            ``from_config`` reads. Default: ``None`` (none).
 
     Examples::
 
@@ -78,6 +123,8 @@ class DecoderConfig:
     positions: str = "learned"
     window: int | None = None
     bias: bool = False
+    attention: str | Callable = "causal"
+    attention_options: Mapping | None = None
 
     def __post_init__(self):
         check_embed(self.embed_dim, self.num_heads)
@@ -100,6 +147,36 @@ class DecoderConfig:
         if self.window is not None:
             check_int(self.window, "window", minimum=1)
         check_bool(self.bias, "bias")
+        if isinstance(self.attention, str):
+            if self.attention not in ATTENTIONS:
+                raise ValueError(
+                    f"attention must be one of {sorted(ATTENTIONS)} or a function of the config; "
+                    f"got {self.attention!r}"
+                )
+        elif not callable(self.attention):
+            kind = type(self.attention).__name__
+            raise TypeError(f"attention must be a registered name or callable; got {kind}")
+        options = {} if self.attention_options is None else self.attention_options
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise TypeError(f"attention_options must be a mapping of names; got {options!r}")
+        object.__setattr__(self, "attention_options", dict(options))
+
+    def build_attention(self) -> nn.Module:
+        """One layer's attention, as ``attention`` says, with the positions it applies checked
+        against ``positions``: a variant cannot silently drop them."""
+        build = ATTENTIONS[self.attention] if isinstance(self.attention, str) else self.attention
+        module = build(self)
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"attention must build an nn.Module; got {type(module).__name__}")
+        inside = self.positions if self.positions in ("rotary", "alibi") else "none"
+        applied = getattr(module, "positions", None)
+        if applied != inside:
+            raise ValueError(
+                f"positions={self.positions!r} needs each layer's attention to apply "
+                f"{inside!r} itself; {type(module).__name__} applies {applied!r} (its "
+                "positions attribute)"
+            )
+        return module
 
 
 class CausalSelfAttention(nn.Module):
@@ -205,9 +282,32 @@ class CausalSelfAttention(nn.Module):
             options = {} if max_len is None else {"max_len": max_len}
             self.rotary = RotaryEmbedding(self.head_dim, **options)
 
+    @property
+    def positions(self) -> str:
+        """The positions this layer applies itself: ``"rotary"``, ``"alibi"`` or ``"none"``."""
+        return "rotary" if self.rotary is not None else "alibi" if self.alibi else "none"
+
+    def new_state(
+        self, num_layers: int, *, batch_size: int, max_len=None, window=None, sinks=0
+    ) -> KVCache:
+        """An empty :class:`attention.KVCache` for ``num_layers`` layers like this one: its
+        key/value heads, head dimension, dtype and device (the decoding-state contract,
+        :class:`attention.state.DecodingState`)."""
+        weight = self.q_proj.weight
+        return KVCache(
+            num_layers, batch_size=batch_size, num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim, max_len=max_len, window=window, sinks=sinks,
+            device=weight.device, dtype=weight.dtype,
+        )  # fmt: skip
+
     @classmethod
     def from_config(cls, config: DecoderConfig) -> "CausalSelfAttention":
         """The attention of one layer of a :class:`attention.DecoderLM` with this ``config``."""
+        if config.attention_options:
+            raise ValueError(
+                f"CausalSelfAttention takes its settings from the config's fields; got "
+                f"attention_options={config.attention_options}"
+            )
         return cls(
             config.embed_dim, config.num_heads, num_kv_heads=config.num_kv_heads,
             rotary=config.positions == "rotary", alibi=config.positions == "alibi",
@@ -264,16 +364,11 @@ class CausalSelfAttention(nn.Module):
         """
         check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
         check_bool(need_weights, "need_weights")
+        check_int(layer, "layer", minimum=0)
         N, L, E = x.shape
         H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        KVCache.check(cache, H_kv, D)
         if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache or None; got {type(cache).__name__}")
-            if (cache.num_kv_heads, cache.head_dim) != (H_kv, D):
-                raise ValueError(
-                    f"the cache holds H_kv={cache.num_kv_heads} heads of D={cache.head_dim}; "
-                    f"this layer has H_kv={H_kv}, D={D}"
-                )
             cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
 
         q = self.q_proj(x).view(N, L, H, D).transpose(1, 2)  # (N, L, E) -> (N, H, L, D)
@@ -378,3 +473,6 @@ class DecoderBlock(nn.Module):
         x = x + self.dropout(attended)  # (N, L, E)
         x = x + self.dropout(self.ffn(self.norm2(x)))  # (N, L, E)
         return x, weights
+
+
+register_attention("causal", CausalSelfAttention.from_config)

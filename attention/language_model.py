@@ -7,15 +7,15 @@
   top-k and top-p (nucleus) sampling.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor, nn
 
 from ._checks import check_bool, check_int, check_positive, check_tokens
-from .cache import KVCache
-from .decoder import CausalSelfAttention, DecoderBlock, DecoderConfig
+from .decoder import DecoderBlock, DecoderConfig
 from .positions import PositionalEncoding
+from .state import DecodingState
 
 __all__ = ["DecoderLM", "sampling_distribution"]
 
@@ -50,8 +50,11 @@ class DecoderLM(nn.Module):
         positions (str): how positions enter the model: ``"learned"``, ``"sinusoidal"``,
             ``"rotary"``, ``"alibi"`` or ``"none"``. Default: ``"learned"``.
         window (int, optional): sliding-window attention in every layer. Default: ``None``.
-        attention (callable, optional): builds one layer's attention from the
-            :class:`DecoderConfig`. Default: ``None`` (:meth:`CausalSelfAttention.from_config`).
+        attention (str or callable): every layer's attention: a name registered with
+            :func:`attention.decoder.register_attention` (``"causal"``:
+            :class:`attention.CausalSelfAttention`), or a function of the
+            :class:`DecoderConfig` that builds one layer's. Default: ``"causal"``.
+        attention_options (Mapping, optional): the variant's own settings. Default: ``None``.
 
     Shape:
         - tokens: :math:`(N, L)` integer ids
@@ -79,17 +82,16 @@ class DecoderLM(nn.Module):
         dropout: float = 0.0,
         positions: str = "learned",
         window: int | None = None,
-        attention: Callable[[DecoderConfig], nn.Module] | None = None,
+        attention: str | Callable[[DecoderConfig], nn.Module] = "causal",
+        attention_options: Mapping | None = None,
     ):
         super().__init__()
         self.config = config = DecoderConfig(
             vocab_size, embed_dim=embed_dim, num_heads=num_heads, num_layers=num_layers,
             max_len=max_len, num_kv_heads=num_kv_heads, ffn_dim=ffn_dim, dropout=dropout,
-            positions=positions, window=window,
+            positions=positions, window=window, attention=attention,
+            attention_options=attention_options,
         )  # fmt: skip
-        attention = CausalSelfAttention.from_config if attention is None else attention
-        if not callable(attention):
-            raise TypeError(f"attention must be callable; got {type(attention).__name__}")
         self.vocab_size, self.max_len, self.positions = vocab_size, config.max_len, config.positions
         self.embedding = nn.Embedding(vocab_size, config.embed_dim)
         if config.positions == "learned":
@@ -98,7 +100,7 @@ class DecoderLM(nn.Module):
             self.position_embedding = PositionalEncoding(config.embed_dim, config.max_len)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
-            DecoderBlock(attention(config), config.ffn_dim, dropout=config.dropout)
+            DecoderBlock(config.build_attention(), config.ffn_dim, dropout=config.dropout)
             for _ in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(config.embed_dim)
@@ -111,20 +113,27 @@ class DecoderLM(nn.Module):
 
     def new_cache(
         self, batch_size: int, *, max_len: int | None = None, window=None, sinks: int = 0
-    ) -> KVCache:
-        """An empty :class:`attention.KVCache` for this model: every layer, its key/value heads,
-        its dtype and device.
+    ) -> DecodingState:
+        """An empty decoding state for this model, made by its attention (a
+        :class:`attention.KVCache` for :class:`attention.CausalSelfAttention`): every layer, its
+        dtype and device.
+
+        A rolling state (``window``) keeps the first ``sinks`` positions and the most recent
+        ``window`` ones, and the model reads them at the slots they hold: only positions the
+        attention applies itself (``"rotary"``, ``"alibi"`` or ``"none"``) stay exact there,
+        so a model with learned or sinusoidal positions refuses it, as it refuses
+        ``sinks + window`` beyond its ``max_len``.
 
         Args:
             batch_size (int): number of sequences :math:`N`.
-            max_len (int, optional): positions to allocate. Default: ``None`` (the model's
-                ``max_len``, or ``sinks + window`` for a rolling cache).
-            window (int, optional): a rolling cache of the ``window`` most recent positions.
+            max_len (int, optional): positions to allocate, at most the model's. Default:
+                ``None`` (the model's ``max_len``, or ``sinks + window`` for a rolling state).
+            window (int, optional): a rolling state of the ``window`` most recent positions.
                 Default: ``None``.
             sinks (int): with ``window``, the first positions always kept. Default: ``0``.
 
         Returns:
-            KVCache: the empty cache.
+            DecodingState: the empty state.
 
         Examples::
 
@@ -133,23 +142,53 @@ class DecoderLM(nn.Module):
             >>> model.new_cache(3).nbytes  # 2 x 2 layers x 3 x 1 x 8 x 4 x 4 bytes
             1536
         """
-        if window is None and max_len is None:
+        if max_len is not None:
+            check_int(max_len, "max_len", minimum=1)
+            if max_len > self.max_len:
+                raise ValueError(
+                    f"max_len must be at most the model's {self.max_len}; got {max_len}"
+                )
+        if window is not None:
+            check_int(window, "window", minimum=1)
+            check_int(sinks, "sinks", minimum=0)
+            if self.positions in ("learned", "sinusoidal"):
+                raise ValueError(
+                    f"a rolling state reads the kept positions at their slots, which "
+                    f"positions={self.positions!r} (added to the embeddings) cannot do exactly; "
+                    "use rotary, alibi or no positions for a rolling state"
+                )
+            if sinks + window > self.max_len:
+                raise ValueError(
+                    f"sinks + window = {sinks + window} exceeds the model's max_len="
+                    f"{self.max_len}: the rolling state's slots are its positions"
+                )
+        elif max_len is None:
             max_len = self.max_len
         attn = self.blocks[0].self_attn
-        weight = self.head.weight
-        return KVCache(
-            len(self.blocks), batch_size=batch_size, num_kv_heads=attn.num_kv_heads,
-            head_dim=attn.head_dim, max_len=max_len, window=window, sinks=sinks,
-            device=weight.device, dtype=weight.dtype,
-        )  # fmt: skip
+        new_state = getattr(attn, "new_state", None)
+        if not callable(new_state):
+            raise TypeError(
+                f"{type(attn).__name__} has no new_state(): it cannot continue a sequence, "
+                "so generate with use_cache=False"
+            )
+        state = new_state(
+            len(self.blocks), batch_size=batch_size, max_len=max_len, window=window, sinks=sinks
+        )
+        if not isinstance(state, DecodingState):
+            raise TypeError(
+                f"{type(attn).__name__}.new_state() must return a DecodingState; got "
+                f"{type(state).__name__}"
+            )
+        return state
 
-    def forward(self, tokens: Tensor, *, cache: KVCache | None = None, need_weights=False):
+    def forward(self, tokens: Tensor, *, cache: DecodingState | None = None, need_weights=False):
         """Predict, at every position of ``tokens``, the next token.
 
         Args:
             tokens (Tensor): :math:`(N, L)` integer ids; with ``cache``, the new tokens only.
-            cache (KVCache, optional): the keys and values of the earlier tokens; the new
-                ones are appended. Default: ``None``.
+            cache (DecodingState, optional): what the layers keep of the earlier tokens
+                (:meth:`new_cache`); every layer appends the new ones, or the call fails.
+                Default: ``None``.
             need_weights (bool): also return every layer's attention weights.
                 Default: ``False``.
 
@@ -160,20 +199,25 @@ class DecoderLM(nn.Module):
         check_tokens(tokens, self.vocab_size, self.max_len, device=self.head.weight.device)
         check_bool(need_weights, "need_weights")
         N, L = tokens.shape
-        offset = 0
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache or None; got {type(cache).__name__}")
-            if cache.num_layers != len(self.blocks):
-                raise ValueError(
-                    f"the cache has {cache.num_layers} layers; this model has {len(self.blocks)}"
-                )
-            offset = cache.offset(L)  # where the new tokens land
-            if cache.window is None and offset + L > self.max_len:
-                raise ValueError(
-                    f"the cache holds {offset} positions; {L} more would exceed "
-                    f"max_len={self.max_len}"
-                )
+        if cache is None:
+            return self._forward(tokens, 0, None, need_weights)
+        if not isinstance(cache, DecodingState):
+            raise TypeError(f"cache must be a DecodingState or None; got {type(cache).__name__}")
+        if cache.num_layers != len(self.blocks):
+            raise ValueError(
+                f"the cache has {cache.num_layers} layers; this model has {len(self.blocks)}"
+            )
+        offset = cache.offset(L)  # where the new tokens land
+        if cache.window is None and offset + L > self.max_len:
+            raise ValueError(
+                f"the cache holds {offset} positions; {L} more would exceed max_len={self.max_len}"
+            )
+        weight = self.head.weight
+        with cache.step(N, L, dtype=weight.dtype, device=weight.device):  # checked first
+            return self._forward(tokens, offset, cache, need_weights)
+
+    def _forward(self, tokens: Tensor, offset: int, cache, need_weights: bool):
+        L = tokens.shape[1]
         x = self.embedding(tokens)  # (N, L) -> (N, L, E)
         if self.positions == "learned":
             where = torch.arange(offset, offset + L, device=tokens.device)  # (L,)
@@ -202,7 +246,8 @@ class DecoderLM(nn.Module):
     ) -> Tensor:
         r"""Continue ``prompt`` by ``max_new_tokens`` tokens, one at a time, in eval mode.
 
-        With ``use_cache=True`` the prompt is encoded once into a :class:`attention.KVCache`, and
+        With ``use_cache=True`` the prompt is encoded once into the model's decoding state
+        (:meth:`new_cache`, a :class:`attention.KVCache` for the default attention), and
         each new token is one query against the cached keys and values; without, every step
         re-encodes the whole sequence so far. Both give the same tokens. Each token is the most
         likely one (``temperature=0``) or drawn from :func:`sampling_distribution`.

@@ -15,7 +15,6 @@ from torch import Tensor, nn
 from ._checks import (
     check_batch_lengths,
     check_bool,
-    check_cache,
     check_factory,
     check_float,
     check_int,
@@ -206,12 +205,21 @@ class Seq2SeqTransformer(nn.Module):
     def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
         """An empty :class:`attention.KVCache` for the decoder's self-attention, of ``max_len``
         positions (Default: ``None``, the model's), for :meth:`decode`."""
+        if max_len is not None:
+            check_int(max_len, "max_len", minimum=1)
         attn, weight = self.decoder[0].self_attn, self.head.weight
         return KVCache(len(self.decoder), batch_size=batch_size, num_kv_heads=attn.num_heads,
-                       head_dim=attn.head_dim, max_len=max_len or self.max_len,
+                       head_dim=attn.head_dim, max_len=self.max_len if max_len is None else max_len,
                        device=weight.device, dtype=weight.dtype)  # fmt: skip
 
     def _decode(self, tgt: Tensor, memory, memory_mask, cache: KVCache | None, need_weights):
+        if cache is None:
+            return self._decode_layers(tgt, memory, memory_mask, None, need_weights)
+        weight = self.head.weight
+        with cache.step(tgt.shape[0], tgt.shape[1], dtype=weight.dtype, device=weight.device):
+            return self._decode_layers(tgt, memory, memory_mask, cache, need_weights)
+
+    def _decode_layers(self, tgt: Tensor, memory, memory_mask, cache, need_weights):
         offset = 0 if cache is None else cache.length  # the new tokens' first position
         T = tgt.shape[1]
         x = self._embed(tgt, self.tgt_embedding, offset)  # (N, T, E)
@@ -255,7 +263,7 @@ class Seq2SeqTransformer(nn.Module):
             )
         S = [check_memory(layer_memory, N, E, H, self.head.weight) for layer_memory in layers]
         check_named_mask(memory_mask, "memory_mask", (N, H, T, S[0]), device)
-        check_cache(cache, H, E // H, num_layers=len(self.decoder), rolling=False)
+        KVCache.check(cache, H, E // H, num_layers=len(self.decoder), rolling=False)
         if cache is not None:  # room for T more positions of N rows, of the model's dtype
             cache.check_append(0, N, T, dtype=self.head.weight.dtype, device=device)
             if cache.length + T > self.max_len:

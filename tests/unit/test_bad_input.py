@@ -55,8 +55,10 @@ def _tokens(*shape, high=7):
     return torch.randint(high, shape)
 
 
-def _lm():
-    return DecoderLM(7, embed_dim=8, num_heads=2, num_layers=1, max_len=6).eval()
+def _lm(positions="learned"):
+    return DecoderLM(
+        7, embed_dim=8, num_heads=2, num_layers=1, max_len=6, positions=positions
+    ).eval()
 
 
 def _seq2seq():
@@ -128,7 +130,7 @@ def _calls() -> dict[str, Call]:
             },
         ),  # fmt: skip
         "DecoderLM.new_cache": Call(
-            lambda **kw: _lm().new_cache(**kw), {"batch_size": 2, "window": 4, "sinks": 1}
+            lambda **kw: _lm("rotary").new_cache(**kw), {"batch_size": 2, "window": 4, "sinks": 1}
         ),
         "sampling_distribution": Call(
             sampling_distribution,

@@ -279,6 +279,8 @@ class _LinearAttention(nn.Module):
     """A stand-in for a new attention variant, written outside the package: causal attention
     whose weights are a running average (no softmax). It keeps no cache."""
 
+    positions = "none"
+
     def __init__(self, embed_dim):
         super().__init__()
         self.embed_dim, self.num_kv_heads, self.head_dim = embed_dim, 1, embed_dim
@@ -304,7 +306,70 @@ def test_a_new_attention_plugs_into_the_block_and_the_model_unchanged():
     logits, weights = model(torch.randint(7, (2, 5)), need_weights=True)
     assert logits.shape == (2, 5, 7) and weights[0].shape == (2, 1, 5, 5)
     assert model.generate(torch.tensor([[1, 2]]), 3, use_cache=False).shape == (1, 5)
-    with pytest.raises(TypeError, match=r"attention must be callable; got int"):
+    with pytest.raises(
+        TypeError, match=r"attention must be a registered name or callable; got int"
+    ):
         DecoderLM(7, embed_dim=8, num_heads=2, num_layers=1, max_len=6, attention=3)
+    with pytest.raises(TypeError, match=r"_LinearAttention has no new_state\(\).*use_cache=False"):
+        model.generate(torch.tensor([[1, 2]]), 3)
     with pytest.raises(TypeError, match=r"self_attn must be an nn.Module; got int"):
         DecoderBlock(3, 16)
+
+
+class _IgnoresItsCache(CausalSelfAttention):
+    """A variant that makes a state but never writes to it: without the contract's check,
+    cached generation attends to a stale past and gives other tokens, silently."""
+
+    def forward(self, x, *, cache=None, layer=0, need_weights=False):
+        return super().forward(x, need_weights=need_weights)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_layer_that_ignores_its_state_is_an_error_not_other_tokens(seed):
+    torch.manual_seed(seed)
+    model = DecoderLM(
+        11, embed_dim=16, num_heads=4, num_layers=2, max_len=12, positions="rotary",
+        attention=lambda config: _IgnoresItsCache.from_config(config),
+    )  # fmt: skip
+    prompt = torch.randint(11, (2, 3))
+    assert model.generate(prompt, 5, use_cache=False).shape == (2, 8)
+    with pytest.raises(ValueError, match=r"layer 0 of 2 did not write to the KVCache"):
+        model.generate(prompt, 5)
+    cache = model.new_cache(2)
+    with pytest.raises(ValueError, match=r"did not write"):
+        model(prompt, cache=cache)
+    assert cache.length == 0  # the refused call left the cache as it was
+
+
+def test_a_variant_must_apply_the_positions_the_config_names():
+    class NoRotary(CausalSelfAttention):
+        @classmethod
+        def from_config(cls, config):
+            return cls(config.embed_dim, config.num_heads)  # drops positions="rotary"
+
+    with pytest.raises(ValueError, match=r"positions='rotary' needs each layer's attention to "
+                       r"apply 'rotary' itself; NoRotary applies 'none'"):  # fmt: skip
+        DecoderLM(11, embed_dim=16, num_heads=4, num_layers=1, max_len=8, positions="rotary",
+                  attention=NoRotary.from_config)  # fmt: skip
+
+
+def test_a_variant_is_chosen_by_its_registered_name_with_its_own_options():
+    from attention.decoder import ATTENTIONS, DecoderConfig, register_attention
+
+    assert ATTENTIONS["causal"] == CausalSelfAttention.from_config
+    with pytest.raises(ValueError, match=r"attention must be one of \[.*'causal'.*\]"):
+        DecoderConfig(11, embed_dim=16, num_heads=4, num_layers=1, max_len=8, attention="nope")
+    with pytest.raises(ValueError, match=r"CausalSelfAttention takes its settings from the"):
+        DecoderLM(11, embed_dim=16, num_heads=4, num_layers=1, max_len=8,
+                  attention_options={"latent_dim": 4})  # fmt: skip
+    with pytest.raises(TypeError, match=r"attention_options must be a mapping of names"):
+        DecoderConfig(11, embed_dim=16, num_heads=4, num_layers=1, max_len=8, attention_options=3)
+    with pytest.raises(ValueError, match=r"an attention named 'causal' is already registered"):
+        register_attention("causal", lambda config: None)
+
+
+@pytest.mark.parametrize("layer", ["x", -1, 1.5])
+def test_the_layer_is_checked_without_a_cache_too(layer):
+    attn = CausalSelfAttention(8, 2)
+    with pytest.raises((TypeError, ValueError), match=r"layer must be"):
+        attn(torch.zeros(1, 3, 8), layer=layer)

@@ -60,6 +60,7 @@ MODULES = [obj for _, obj in PUBLIC if isinstance(obj, type) and issubclass(obj,
 NO_SHAPE = {
     "plot_attention",  # array-like weights, described in Args; returns a Figure
     "mask_legend",  # no tensors: legend entries
+    "register_attention",  # a name and a function in, nothing out
     "count_parameters",  # a module in, a number out
     "to_torch_attn_mask",  # returns ``~mask``, same shape
     "encode",
