@@ -23,6 +23,13 @@ table for the pages that no log covers, marked as carried, with the sweep they c
 whose bound changed between runs (its value computed as before) is judged in every run against the
 bound of its newest run, the one the page has now.
 
+**Held out.** Bounds are set from the tuning seeds 0-9, so those runs cannot also test them: a
+new run falls outside the range of n earlier ones with probability about 2 / (n + 1) per claim.
+``--held-out`` also runs every page that trains or samples on :data:`HELD_OUT_SEEDS`, twenty seeds
+drawn once at random from a wide range and never used to set a bound, under every capability;
+the table then shows the tuning runs and, in a second table, the weakest held-out margin of every
+claim. ``make robust`` runs both.
+
 ``tests/docs/test_claims_hold.py`` runs half the pages that train or sample, each under one of these
 settings in every ``make test``.
 """
@@ -58,6 +65,12 @@ TRAINS = re.compile(r"\boptim\.|\btrain_\w*\(|\bfit_\w*\(|\.generate\(")
 CAPABILITIES = ("default", "avx2", "avx512")
 #: Seconds one page may take as a script before the run counts as failed.
 PAGE_TIMEOUT = 300
+#: The seeds that check the bounds and never set them: drawn once, by
+#: ``sorted(random.Random(20261205).sample(range(10, 1_000_000), 20))``, kept as they came out.
+HELD_OUT_SEEDS = (
+    15173, 19911, 23810, 79486, 111164, 193385, 412553, 427667, 464339, 549755,
+    583228, 594446, 653523, 667377, 687856, 716805, 761067, 860377, 862050, 960685,
+)  # fmt: skip
 
 
 def pages(pattern: str = "") -> list[Path]:
@@ -234,13 +247,12 @@ def margins_table(
     capabilities: list[str],
     carried: list[str] = (),
 ) -> str:
-    """The Markdown table of the weakest margin of every claim over ``runs``."""
+    """The Markdown table of the weakest margin of every claim over the tuning ``runs``, then,
+    when there are runs on :data:`HELD_OUT_SEEDS`, the same over those alone."""
     import torch
 
-    claims: dict[tuple[str, str], list[dict]] = {}
-    for run in runs:
-        for record in run.claims or ():
-            claims.setdefault((record["page"], record["claim"]), []).append(record)
+    tuning = [run for run in runs if run.seed not in HELD_OUT_SEEDS]
+    held_out = [run for run in runs if run.seed in HELD_OUT_SEEDS]
     lines = [
         "# Claims and their margins",
         "",
@@ -254,13 +266,57 @@ def margins_table(
         "model.",
         "",
         f"torch {torch.__version__}, {datetime.date.today().isoformat()}, "
-        f"{len(runs)} runs, {sum(not r.ok for r in runs)} failed. Runs per page:",
+        f"{len(tuning)} runs, {sum(not r.ok for r in tuning)} failed. Runs per page:",
         "",
-        *(
-            f"- {page}: {count} ({coverage(runs, page)})"
-            for page, count in sorted(Counter(run.page for run in runs).items())
-        ),
+        *_runs_per_page(tuning),
         "",
+        *_claims_rows(tuning),
+    ]
+    if carried:
+        lines += sorted(carried)
+        lines += [
+            "",
+            "Rows marked *carried* come from an earlier sweep of a page that no log of this one",
+            "covers: the page's claims have not changed since, or it was not run again.",
+        ]
+    if held_out:
+        lines += [
+            "",
+            "## Held out",
+            "",
+            "The bounds above were set from the tuning runs; these runs only test them. Every page",
+            "that trains or samples ran on the held-out seeds "
+            f"{', '.join(map(str, HELD_OUT_SEEDS))}",
+            "(drawn once at random, `sweep.HELD_OUT_SEEDS`), never used to set a bound: "
+            f"{len(held_out)} runs, {sum(not r.ok for r in held_out)} failed. Runs per page:",
+            "",
+            *_runs_per_page(held_out),
+            "",
+            *_claims_rows(held_out),
+        ]
+    failed = [run for run in runs if not run.ok]
+    if failed:
+        lines += ["", "## Failed runs", ""]
+        for run in failed:
+            last = run.output.strip().splitlines()[-1:] or ["(no output)"]
+            lines.append(f"- {run.describe()}: `{last[0][:200]}`")
+    return "\n".join(lines) + "\n"
+
+
+def _runs_per_page(runs: list[Run]) -> list[str]:
+    return [
+        f"- {page}: {count} ({coverage(runs, page)})"
+        for page, count in sorted(Counter(run.page for run in runs).items())
+    ]
+
+
+def _claims_rows(runs: list[Run]) -> list[str]:
+    """The table of the weakest margin of every claim of ``runs``."""
+    claims: dict[tuple[str, str], list[dict]] = {}
+    for run in runs:
+        for record in run.claims or ():
+            claims.setdefault((record["page"], record["claim"]), []).append(record)
+    lines = [
         "| page | claim | bound | values seen | runs | weakest margin | at |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -282,20 +338,7 @@ def margins_table(
             f"| {len(records)} | {weakest['margin']:.3f} | seed {weakest['seed']}, "
             f"{weakest['capability'].lower()}, {weakest['threads']} thr |"
         )
-    if carried:
-        lines += sorted(carried)
-        lines += [
-            "",
-            "Rows marked *carried* come from an earlier sweep of a page that no log of this one",
-            "covers: the page's claims have not changed since, or it was not run again.",
-        ]
-    failed = [run for run in runs if not run.ok]
-    if failed:
-        lines += ["", "## Failed runs", ""]
-        for run in failed:
-            last = run.output.strip().splitlines()[-1:] or ["(no output)"]
-            lines.append(f"- {run.describe()}: `{last[0][:200]}`")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _int_range(text: str) -> list[int]:
@@ -311,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,7")
     parser.add_argument("--capabilities", default="", help="comma-separated; default: all")
     parser.add_argument("--training-only", action="store_true", help="pages that train only")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="also run the pages that train on the held-out seeds (sweep.HELD_OUT_SEEDS)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="pages run at once")
     parser.add_argument("--out", type=Path, default=CLAIMS_MD)
     parser.add_argument(
@@ -336,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(run.ok for run in runs) else 1
 
     seeds = _int_range(args.seeds)
+    if set(seeds) & set(HELD_OUT_SEEDS):
+        parser.error("--seeds are tuning seeds; the held-out ones run with --held-out only")
     capabilities = args.capabilities.split(",") if args.capabilities else supported_capabilities()
     selected = [p for p in pages(args.pages) if trains(p) or not args.training_only]
     # Seed by seed, so that an interrupted sweep has covered every page.
@@ -345,9 +395,18 @@ def main(argv: list[str] | None = None) -> int:
         for capability in capabilities
         for page in selected
     ]
+    if args.held_out:  # after the tuning runs: the pages that train, on seeds that set nothing
+        jobs += [
+            (page, seed, capability)
+            for seed in HELD_OUT_SEEDS
+            for capability in capabilities
+            for page in selected
+            if trains(page)
+        ]
     print(
         f"{len(selected)} pages x {len(seeds)} seeds x {len(capabilities)} capabilities "
-        f"({', '.join(capabilities)}): {len(jobs)} runs, {args.jobs} at a time",
+        f"({', '.join(capabilities)}){' and the held-out seeds' * args.held_out}: "
+        f"{len(jobs)} runs, {args.jobs} at a time",
         flush=True,
     )
 

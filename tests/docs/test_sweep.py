@@ -39,3 +39,24 @@ def test_older_runs_are_judged_against_the_newest_bound():
     (row,) = [line for line in table.splitlines() if line.startswith("| 99_page.py")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2:] == ["> 0.8", "0.88 to 0.95", "3", "0.100", "seed 0, avx2, 1 thr"]
+
+
+def test_held_out_runs_are_tabulated_apart_from_the_tuning_runs():
+    # the tuning runs set the bound; a held-out seed that crosses it shows in its own table
+    tuning = [_record(0.95, 0.9, 0), _record(0.97, 0.9, 1)]
+    held = [_record(0.85, 0.9, sweep.HELD_OUT_SEEDS[0])]
+    runs = [sweep.Run("99_page.py", r["seed"], "avx2", 1, 0, claims=[r]) for r in tuning + held]
+    table = sweep.margins_table(runs, seeds=[0, 1], capabilities=["avx2"])
+    head, held_out = table.split("## Held out")
+    rows = [line for line in head.splitlines() if line.startswith("| 99_page.py")]
+    assert [cell.strip() for cell in rows[0].strip("|").split("|")][3:5] == ["0.95 to 0.97", "2"]
+    (row,) = [line for line in held_out.splitlines() if line.startswith("| 99_page.py")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3:6] == ["0.85 to 0.85", "1", "-0.056"]
+    assert str(sweep.HELD_OUT_SEEDS[0]) in held_out and "2 runs, 0 failed" in head
+
+
+def test_the_held_out_seeds_never_set_a_bound():
+    assert len(set(sweep.HELD_OUT_SEEDS)) == 20 and min(sweep.HELD_OUT_SEEDS) > 9
+    with pytest.raises(SystemExit):
+        sweep.main(["--seeds", f"{sweep.HELD_OUT_SEEDS[0]}", "--pages", "^$"])
