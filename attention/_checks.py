@@ -182,9 +182,19 @@ def check_lengths(lengths, name: str = "lengths") -> Tensor:
         raise TypeError(f"{name} must hold integers; got {lengths.dtype}")
     if lengths.dim() != 1:
         raise ValueError(f"{name} must be 1-D; got shape {tuple(lengths.shape)}")
-    if len(lengths) and lengths.min() < 0:
+    if reads_values() and len(lengths) and lengths.min() < 0:
         raise ValueError(f"{name} must be non-negative; got {lengths.tolist()}")
     return lengths
+
+
+def reads_values() -> bool:
+    """Whether the checks that read a tensor's values run: not while ``torch.export`` (and so
+    ``torch.onnx.export``), ``torch.compile`` or the TorchScript tracer trace a model, where a
+    value is a symbol that no ``if`` can branch on. Shapes, dtypes and devices are checked all
+    the same; an eager call checks everything."""
+    return not (
+        torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
+    )
 
 
 def check_tokens(
@@ -204,7 +214,7 @@ def check_tokens(
         raise ValueError(f"{name} must be 2-D (N, L); got shape {tuple(tokens.shape)}")
     if tokens.shape[1] > max_len:
         raise ValueError(f"{name} length {tokens.shape[1]} is longer than max_len={max_len}")
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+    if reads_values() and tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
         raise ValueError(
             f"{name} ids must lie in [0, vocab_size={vocab_size}); "
             f"got min {int(tokens.min())}, max {int(tokens.max())}"
@@ -357,7 +367,7 @@ def check_padding_lengths(lengths, S: int) -> Tensor:
     integer = not (lengths.is_floating_point() or lengths.is_complex())
     if not integer or lengths.dtype == torch.bool or lengths.dim() != 1:
         raise TypeError(f"{kind}; got {lengths.dtype} with shape {tuple(lengths.shape)}")
-    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+    if reads_values() and len(lengths) and (lengths.min() < 0 or lengths.max() > S):
         raise ValueError(f"lengths must lie in [0, S={S}]; got {lengths.tolist()}")
     return lengths
 
@@ -389,7 +399,7 @@ def check_batch_lengths(lengths, name: str, batch_size: int, S: int, device) -> 
     if len(lengths) != batch_size:
         raise ValueError(f"{name} must hold one length per sequence ({batch_size}); "
                          f"got {len(lengths)}")  # fmt: skip
-    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+    if reads_values() and len(lengths) and (lengths.min() < 0 or lengths.max() > S):
         raise ValueError(f"{name} must lie in [0, S={S}]; got {lengths.tolist()}")
     return lengths
 
