@@ -43,7 +43,8 @@ class DecodingState(abc.ABC):
     Args:
         num_layers (int): number of attention layers.
         batch_size (int): number of sequences :math:`N`.
-        max_len (int, optional): most positions held; ``None`` for a state without positions.
+        max_len (int, optional): most positions held. Default: ``None`` (none: a state without
+            positions, or ``sinks + window``).
         window (int, optional): keep only the ``window`` most recent positions after the sinks
             (``max_len = sinks + window``). Default: ``None``.
         sinks (int): with ``window``, the first positions that are always kept. Default: ``0``.
