@@ -22,7 +22,9 @@ pages: queries, keys and values are learned projections of the tokens, and atten
 # -----
 #
 # Everything runs on the GPU when there is one, else on the CPU; the seed makes every
-# run print the same numbers.
+# run on the same machine print the same numbers (another machine's kernels may round
+# the last digits differently, as
+# :ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` explains).
 
 import torch
 
@@ -70,10 +72,14 @@ assert all(torch.equal(heads[:, h], x[..., h * D : (h + 1) * D]) for h in range(
 
 # %%
 # Splitting copies nothing: ``heads`` reads the very memory of ``x``, in a different
-# order, which is why it is no longer contiguous. Merging it back transposes it to
-# ``x``'s order again, so ``reshape`` can return a view too. Attention's output, though,
-# is computed head by head and laid out as ``(N, H, L, D)`` in memory (like
-# ``heads.contiguous()`` below); for such a tensor ``reshape`` has to copy.
+# order. A tensor is *contiguous* when its numbers lie in memory in the order its shape
+# reads them, last axis fastest. Read in its shape's order (head, token, feature),
+# ``heads`` jumps through ``x``'s memory: after token 0's 64 features of head 0 come
+# token 1's, which start ``E`` numbers after token 0's. So it is not contiguous. Merging
+# it back transposes it to ``x``'s order again, so ``reshape`` can return a view too.
+# Attention's output, though, is computed head by head and laid out as ``(N, H, L, D)``
+# in memory (like ``heads.contiguous()`` below); for such a tensor ``reshape`` has to
+# copy.
 
 
 def same_memory(a, b):
@@ -330,12 +336,13 @@ plt.show()
 # ---------------------------
 #
 # More heads cost no more parameters and no more multiply-adds in the matrix products:
-# the heads cut the same four ``(E, E)`` matrices into row blocks instead of using them
-# whole, and computing the scores takes ``H * L * L * D = L * L * E`` multiply-adds
-# either way (so does ``weights @ V``). What grows with ``H`` is everything that works
-# on the scores one by one: each head has its own ``(L, L)`` matrix of scores, so the
-# masking, the softmax and the weights tensor that comes back all handle ``H`` times as
-# many numbers. The counts, printed by the code:
+# each head reads its own block of ``D`` rows of the three input projections, ``(E, E)``
+# each, instead of the whole matrix; ``out_proj`` stays one ``(E, E)`` matrix applied to
+# the glued heads; and computing the scores takes ``H * L * L * D = L * L * E``
+# multiply-adds either way (so does ``weights @ V``). What grows with ``H`` is
+# everything that works on the scores one by one: each head has its own ``(L, L)``
+# matrix of scores, so the masking, the softmax and the weights tensor that comes back
+# all handle ``H`` times as many numbers. The counts, printed by the code:
 
 
 from attention.training import count_parameters as count
