@@ -107,7 +107,9 @@ torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device)
 ours = MultiHeadAttention.from_torch(torch_mha)
 # Sentence 1, head axis 0: query 2 may attend to key 0; query 0 may not attend to key 1.
 allowed_at, blocked_at = (1, 0, 2, 0), (1, 0, 0, 1)
+# sphinx_gallery_start_ignore
 assert both[allowed_at] and not both[blocked_at]
+# sphinx_gallery_end_ignore
 
 
 def additive(blocked_value):
@@ -200,10 +202,12 @@ for line in [header, *table]:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
     )
 
+# sphinx_gallery_start_ignore
 # float32: the paths sum in different orders, so they agree to rounding, not bit for
 # bit.
 assert all(float(line[-1]) < 1e-6 for line in table)
 assert torch.equal(back, both.expand(N, 1, L, S))
+# sphinx_gallery_end_ignore
 
 # %%
 # Every row agrees with this package to rounding error (the last column). What changes
@@ -298,7 +302,9 @@ for value in (-1e9, -1e20):
         print(textwrap.fill(f"masked_fill({value:g}): RuntimeError: {error}", 88))
     else:
         raise AssertionError(f"{value:g} does not fit in float16")
+    # sphinx_gallery_start_ignore
     assert torch.tensor(value).to(torch.float16).item() == float("-inf")
+    # sphinx_gallery_end_ignore
 
 # %%
 # So the same code behaves differently with the dtype. A query whose four keys are all
@@ -311,6 +317,7 @@ for dtype in (torch.float32, torch.float16):
     print(
         f"{str(dtype):<14}", (row_scores.to(dtype) + all_blocked).softmax(-1).tolist()
     )
+# sphinx_gallery_start_ignore
 assert (row_scores + torch.full((4,), -1e9, device=device)).softmax(-1).eq(0.25).all()
 assert (
     (row_scores.half() + torch.full((4,), -1e9, device=device).half())
@@ -318,6 +325,7 @@ assert (
     .isnan()
     .all()
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # .. _blocking-keys:
@@ -364,7 +372,9 @@ print(
     f"float16 vs float32 output: largest difference {half_error:.1e}, any NaN: "
     f"{bool(out16.isnan().any())}"
 )
+# sphinx_gallery_start_ignore
 assert not out16.isnan().any()
+# sphinx_gallery_end_ignore
 claim("float16 vs float32, largest difference", half_error, below=1e-2)  # ~3 digits
 # sphinx_gallery_start_ignore
 import inspect  # the line quoted above is the package's
@@ -499,7 +509,9 @@ print(
     "of which real (not padding) tokens:          "
     f"{int((nan_after & left[:, 0, 0]).sum())}"
 )
+# sphinx_gallery_start_ignore
 assert nan_after.sum() > nan_before.sum() and (nan_after & left[:, 0, 0]).any()
+# sphinx_gallery_end_ignore
 
 # %%
 # The NaN has spread from the padding to the real tokens of the same sentences (the
@@ -520,7 +532,9 @@ with torch.no_grad():
     sdpa_causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 same = (ours_causal - sdpa_causal).abs().max().item()
 print(f"L = S: largest difference {same:.1e}")
+# sphinx_gallery_start_ignore
 assert same < 1e-6
+# sphinx_gallery_end_ignore
 
 # %%
 # With fewer queries than keys the two disagree. When a model generates text it keeps
@@ -565,10 +579,12 @@ for name, result_ in [
         f"{name:<36} vs the full sequence: largest difference "
         f"{(result_ - truth).abs().max().item():.1e}"
     )
+# sphinx_gallery_start_ignore
 assert torch.allclose(bottom_right, truth, atol=1e-6)
 assert torch.allclose(ours_in_sdpa, truth, atol=1e-6)
 assert torch.allclose(torch_lower_right, truth, atol=1e-6)
 assert not torch.allclose(top_left, truth, atol=1e-2)
+# sphinx_gallery_end_ignore
 
 # %%
 # The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not.

@@ -232,7 +232,6 @@ with torch.inference_mode():
     expected = FusedMultiHeadAttention.from_torch(torch_mha).double()(
         x.double(), need_weights=False
     )[0]  # (N, L, E) in float64
-    # sphinx_gallery_start_ignore
     try:
         _ = module_call(x, torch.bfloat16)
     except RuntimeError as error:
@@ -241,7 +240,6 @@ with torch.inference_mode():
         # ATEN_CPU_CAPABILITY it refuses. The math kernel has no such need.
         print(f"the fused bfloat16 kernel refused ({error}); the math kernel runs")
         module_call = functools.partial(module_call, math_kernel=True)
-    # sphinx_gallery_end_ignore
     errors = {
         dtype: (
             (module_call(x, dtype).double() - expected).abs().max()
@@ -441,12 +439,13 @@ for out in outputs.values():
 # package's own tiling (:func:`attention.tiled.tiles`, tiles of 128 by 128; the CPU
 # kernel's sizes differ) for 1024 queries and keys:
 
-# sphinx_gallery_start_ignore  what the CPU bullet above says
-from torch.nn.attention.bias import causal_lower_right
-
 from attention import causal_mask
+from attention.tiled import tiles
 
+# sphinx_gallery_start_ignore  what the CPU bullet above says
 if device.type == "cpu":
+    from torch.nn.attention.bias import causal_lower_right
+
     q_new = torch.randn(1, H, 2, E // H)  # (N, H, L, D)
     k_all, v_all = (torch.randn(1, H, 6, E // H) for _ in range(2))
     for arguments in (
@@ -457,8 +456,6 @@ if device.type == "cpu":
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch.no_grad():
             F.scaled_dot_product_attention(q_new, k_all, v_all, **arguments)
 # sphinx_gallery_end_ignore
-from attention.tiled import tiles
-
 positions = torch.arange(1024)
 every_tile = len(tiles(1024, 1024, 128, 128))
 causal_tiles = len(tiles(1024, 1024, 128, 128, q_pos=positions, k_pos=positions))
@@ -572,7 +569,6 @@ else:
 # is plotted here, with where and when it was measured; otherwise the line below says
 # that there is none. These are recorded numbers, not measured by this page.
 
-# sphinx_gallery_start_ignore  reading the newest benchmarks/results/gpu-*.csv
 import csv
 
 folders = [p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)]
@@ -588,7 +584,6 @@ if recorded:
             if (row["suite"], row["impl"], row["mode"], row["status"])
             == ("attention", "sdpa", "fwd", "ok")
         ]
-# sphinx_gallery_end_ignore
 
 if rows:
     meta = rows[0]
