@@ -76,7 +76,9 @@ for title, key in zip(titles, keys, strict=True):
 
 # %%
 # You type a query; it goes through the same ``embed``. How well it matches each title
-# is the **dot product** of the two vectors: the number of topic words they share.
+# is the **dot product** of the two vectors: for each topic word, its count in the query
+# times its count in the title, added up. No text here repeats a topic word, so every
+# count is 0 or 1 and the score is the number of topic words the two have in common.
 
 query = embed("food for my cat")
 scores = keys @ query  # (5, 5) @ (5,) -> (5,)
@@ -115,7 +117,8 @@ assert soft.argmax() == scores.argmax()
 # %%
 # A query can also match several pages equally well. Searching for just "cat" gives the
 # three cat pages the same score. ``argmax`` has to pick one of them, and it picks the
-# first; the soft lookup splits the weight evenly between them instead.
+# first; the soft lookup gives the three the same weight instead, the largest in the
+# soft column, and keeps a smaller share for each dog page, which matches nothing.
 
 query_cat = embed("cat")
 scores_cat = keys @ query_cat  # (5,)
@@ -131,6 +134,8 @@ assert hard_cat[cat_pages].tolist() == [1.0, 0.0, 0.0]
 assert torch.allclose(
     soft_cat[cat_pages], soft_cat[cat_pages[0]].expand(len(cat_pages))
 )
+dog_pages = [i for i, title in enumerate(titles) if "dog" in title.split()]
+assert (0 < soft_cat[dog_pages]).all() and (soft_cat[dog_pages] < soft_cat[0]).all()
 # sphinx_gallery_end_ignore
 
 # %%

@@ -153,7 +153,8 @@ print("weights:", tuple(weights4.shape), " output:", tuple(output4.shape))
 #    \operatorname{Var}\left(\frac{q \cdot k}{\sqrt{D}}\right) = 1.
 #
 # So the typical score grows like :math:`\sqrt{D}`. Here is the measurement: random
-# queries and keys for :math:`D` from 1 to 1024, with :math:`S = 16` keys per query.
+# queries and keys for :math:`D` from 1 to 1024, with :math:`S = 16` keys per query,
+# drawn afresh for every query (no two queries share a key).
 
 sizes = [2**i for i in range(11)]  # D = 1, 2, 4, ..., 1024
 n_queries, n_keys = 1000, 16
@@ -302,12 +303,12 @@ plt.show()
 # some rows are nearly flat and others sharper; as :math:`D` grows it comes close to 1
 # for every query.
 #
-# Here is what that looks like for six queries at :math:`D = 512`, drawn with
-# :func:`attention.plot_attention`:
+# Here is what that looks like for six queries at :math:`D = 512`, each with the first
+# ten of its own keys, drawn with :func:`attention.plot_attention`:
 
 import attention
 
-key_names = [f"k{j}" for j in range(10)]
+key_names = [str(j) for j in range(1, 11)]  # each row's own keys: not shared
 query_names = [f"q{i}" for i in range(6)]
 example = raw_scores[512][:6, :10]  # 6 queries, 10 keys  (6, 10)
 versions = {
@@ -321,6 +322,7 @@ for ax, (label, w) in zip(axes, versions.items(), strict=True):
         w, x_tokens=key_names, y_tokens=query_names, ax=ax, title=label, vmax=1.0,
         colorbar=False,
     )  # fmt: skip
+    ax.set_xlabel("the query's own keys, 1st to 10th")
     largest = w.max(dim=-1).values.round(decimals=2).tolist()
     print(f"{label:>14}: largest weight of each row {largest}")
 fig.colorbar(axes[0].images[0], ax=axes, label="attention weight")  # one scale, one bar
@@ -328,7 +330,8 @@ fig.suptitle("The same scores at D = 512, with and without the scale")
 plt.show()
 
 # %%
-# The six rows drawn are a sample. Over all 1000 queries, each with the same 10 keys:
+# The six rows drawn are a sample. Over all 1000 queries, each with the first 10 of its
+# own keys:
 
 every_row = raw_scores[512][:, :10]  # (1000, 10)
 top_weight = {
@@ -351,6 +354,11 @@ claim(
 )
 claim("mean largest weight, not scaled", top_weight["not scaled"].mean(), above=0.9)
 claim("mean largest weight, scaled", top_weight["scaled by 1/√D"].mean(), below=0.4)
+claim(
+    "share of rows over 0.95, scaled",
+    (top_weight["scaled by 1/√D"] > 0.95).double().mean(),
+    below=0.01,
+)
 # sphinx_gallery_end_ignore
 
 # %%
@@ -359,15 +367,17 @@ claim("mean largest weight, scaled", top_weight["scaled by 1/√D"].mean(), belo
 # is the smaller one, and it has to be, for any scores: the largest weight of the row
 # :math:`c\,s` is :math:`1 / \sum_j e^{c\,(s_j - s_{\max})}`, and as :math:`c`
 # falls from 1 (not scaled) to :math:`1/\sqrt{D}` every term of the sum grows, since
-# :math:`s_j - s_{\max} \le 0`, so the largest weight falls. Over all the queries the
-# same scores, divided by :math:`\sqrt{512}`, spread each query's attention over
-# several keys: the mean largest weight is the smaller value printed above.
+# :math:`s_j - s_{\max} \le 0`, so the largest weight falls. Over all the queries, the
+# same scores divided by :math:`\sqrt{512}` bring the mean largest weight down to the
+# second value printed above, and the share of rows over 0.95 down to the second
+# percentage: on average a query's attention is spread over several keys.
 #
 # A saturated softmax passes almost no gradient
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 #
 # Saturation is not only a matter of taste: it stops learning. The derivative of the
-# softmax with respect to its input :math:`z` is
+# softmax with respect to its input :math:`z` (with the scale, :math:`z = QK^\top /
+# \sqrt{D}`) is
 #
 # .. math::
 #
@@ -377,7 +387,7 @@ claim("mean largest weight, scaled", top_weight["scaled by 1/√D"].mean(), belo
 # whatever gradient arrives from above, almost none reaches the scores, and the queries
 # and keys that made them stop changing. Measured with autograd: a random gradient
 # arrives at the weights, and we look at the size of the gradient that comes out on the
-# softmax's input.
+# softmax's input: the scaled scores with the scale, the raw ones without.
 
 
 def gradient_through_softmax(scores):
@@ -447,19 +457,43 @@ for grads, label, style in [
 ax.set_yscale("log", base=10)
 ax.set_ylim(1e-8, 2)
 ax.set_xlabel("D, the size of queries and keys")
-ax.set_ylabel("size of the gradient on the scores")
+ax.set_ylabel("size of the gradient on\nthe softmax's input")
 ax.set_title("Through a saturated softmax, the gradient vanishes")
 ax.legend(fontsize="small", loc="lower left")
 plt.show()
 
 # %%
-# With the scale, the gradient that reaches the scores hardly changes with :math:`D`:
-# the largest of its eleven medians (the right-hand column above) is less than a fifth
-# above the smallest; in this run they go from 0.248 at :math:`D = 1` to 0.272 at
-# :math:`D = 1024`. Without it, the typical gradient shrinks by orders of magnitude as
-# :math:`D` grows (the left-hand column): the model would barely learn where to look.
-# That is the whole reason for the :math:`\sqrt{D}`: it keeps the scores at a spread
-# where the softmax is still soft.
+# With the scale, the gradient that reaches the softmax's input, the scaled scores,
+# hardly changes with :math:`D`: the largest of its eleven medians (the right-hand
+# column above) is less than a fifth above the smallest. Without it, the typical
+# gradient shrinks by orders of magnitude as :math:`D` grows (the left-hand column):
+# the model would barely learn where to look.
+#
+# One step further down, the raw products :math:`QK^\top`, and through them the
+# queries and keys, receive the scaled scores' gradient divided by :math:`\sqrt{D}`
+# (the chain rule through the division). At :math:`D = 1024` that is a factor of 32:
+
+top = sizes[-1]
+# the medians at D = 1024; on Q K^T with the scale: the scaled scores' over sqrt(D)
+on_products = grad_scaled[-1].median() / math.sqrt(top)
+without = grad_unscaled[-1].median()
+print(
+    f"D = {top}: median gradient on Q K^T {on_products:.2e} with the scale, "
+    f"{without:.2e} without; ratio {on_products / without:.0f}"
+)
+
+# sphinx_gallery_start_ignore
+claim(
+    "largest D: gradient on QK^T, not scaled / scaled",
+    without / on_products,
+    below=1e-2,
+)
+# sphinx_gallery_end_ignore
+
+# %%
+# Even divided by :math:`\sqrt{D}`, the gradient with the scale is more than a hundred
+# times the one without (the ratio printed). That is the whole reason for the
+# :math:`\sqrt{D}`: it keeps the scores at a spread where the softmax is still soft.
 #
 # The package's implementation
 # ----------------------------

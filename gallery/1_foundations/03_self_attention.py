@@ -39,8 +39,12 @@ check by eye.
 #
 # - ``check_features`` and ``check_mask`` refuse bad input before any arithmetic: ``x``
 #   must be a float tensor :math:`(N, L, E)` with the module's :math:`E`, dtype and
-#   device, and an optional mask must be bool and broadcast to :math:`(N, 1, L, L)`
-#   (masks are the subject of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`).
+#   device, and an optional mask must be bool and broadcast to :math:`(N, 1, L, L)`.
+#   The 1 is the head axis that ``q[:, None]`` inserts below: a mask built for
+#   multi-head attention's :math:`(N, H, L, S)` that is the same for every head has 1
+#   there (the padding mask is :math:`(N, 1, 1, S)`), so it serves one head unchanged,
+#   by broadcasting (masks are the subject of
+#   :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`).
 # - ``q``, ``k`` and ``v`` are three projections of the same ``x``, each
 #   :math:`(N, L, E)`.
 # - ``q[:, None]`` inserts a *head* axis of size 1, :math:`(N, 1, L, E)`, because
@@ -165,7 +169,7 @@ ax.images[0].set_clim(0.0, 1.0)
 plt.show()
 print(
     f"weights between {weights.min():.3f} and {weights.max():.3f}; uniform would be "
-    f"{1 / L:.3f}"
+    f"{1 / L:.3f}; largest |weight - 1/L| {(weights - 1 / L).abs().max():.3f}"
 )
 
 # %%
@@ -174,7 +178,9 @@ print(
 # random, so the scores are small and random too, and the softmax of small scores is
 # close to uniform. The projections are random, so the page states this as a claim
 # with a margin (:func:`attention.repro.claim`, explained on the previous page): no
-# weight is further than 0.05 from the uniform :math:`1/L`, whatever the seed.
+# weight is further than 0.05 from the uniform :math:`1/L`. It holds in the 30 runs of
+# the project's sweep (seeds 0 to 9 on three CPU kernels), where the largest distance
+# seen was about 0.03; this run's is the last number printed above.
 
 claim("random head, largest |weight - 1/L|", (weights - 1 / L).abs().max(), below=0.05)
 

@@ -22,7 +22,9 @@ pages: queries, keys and values are learned projections of the tokens, and atten
 # -----
 #
 # Everything runs on the GPU when there is one, else on the CPU; the seed makes every
-# run print the same numbers.
+# run on the same machine print the same numbers (another machine's kernels may round
+# the last digits differently, as
+# :ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` explains).
 
 import torch
 
@@ -65,15 +67,21 @@ print(f"heads  {tuple(heads.shape)}  (N, H, L, D) with D = {E} / {H} = {D}")
 print(f"merged {tuple(back.shape)}  (N, L, E)")
 print(f"head 3 holds features {3 * D} to {4 * D - 1} of every token")
 
+# sphinx_gallery_start_ignore
 assert torch.equal(back, x)
 assert all(torch.equal(heads[:, h], x[..., h * D : (h + 1) * D]) for h in range(H))
+# sphinx_gallery_end_ignore
 
 # %%
 # Splitting copies nothing: ``heads`` reads the very memory of ``x``, in a different
-# order, which is why it is no longer contiguous. Merging it back transposes it to
-# ``x``'s order again, so ``reshape`` can return a view too. Attention's output, though,
-# is computed head by head and laid out as ``(N, H, L, D)`` in memory (like
-# ``heads.contiguous()`` below); for such a tensor ``reshape`` has to copy.
+# order. A tensor is *contiguous* when its numbers lie in memory in the order its shape
+# reads them, last axis fastest. Read in its shape's order (head, token, feature),
+# ``heads`` jumps through ``x``'s memory: after token 0's 64 features of head 0 come
+# token 1's, which start ``E`` numbers after token 0's. So it is not contiguous. Merging
+# it back transposes it to ``x``'s order again, so ``reshape`` can return a view too.
+# Attention's output, though, is computed head by head and laid out as ``(N, H, L, D)``
+# in memory (like ``heads.contiguous()`` below); for such a tensor ``reshape`` has to
+# copy.
 
 
 def same_memory(a, b):
@@ -90,8 +98,10 @@ print(
     f"merge_heads(head_by_head) shares its input's memory: "
     f"{same_memory(merge_heads(head_by_head), head_by_head)}"
 )
+# sphinx_gallery_start_ignore
 assert same_memory(heads, x) and not heads.is_contiguous() and same_memory(back, x)
 assert not same_memory(merge_heads(head_by_head), head_by_head)
+# sphinx_gallery_end_ignore
 
 # %%
 # A picture of the split
@@ -116,7 +126,9 @@ toy = torch.arange(L_toy * E_toy, dtype=torch.float32).view(1, L_toy, E_toy)
 viewed = toy.view(1, L_toy, H_toy, D_toy)  # (1, L, H, D)
 split = split_heads(toy, H_toy)  # (1, H, L, D)
 merged = merge_heads(split)  # (1, L, E)
+# sphinx_gallery_start_ignore
 assert torch.equal(split.transpose(1, 2), viewed) and torch.equal(merged, toy)
+# sphinx_gallery_end_ignore
 
 # Okabe and Ito's blue, orange and purple: told apart with any colour vision
 head_colours = [to_rgb(c) for c in ("#0072b2", "#e69f00", "#cc79a7")][:H_toy]
@@ -244,8 +256,10 @@ print(
     f"weights {tuple(weights.shape)}  (N, H, L, S): one (L, S) matrix per sentence and "
     "head"
 )
+# sphinx_gallery_start_ignore
 assert out.shape == (4, 10, 512) and weights.shape == (4, 8, 10, 10)
 assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
+# sphinx_gallery_end_ignore
 
 # %%
 # Eight separate attentions
@@ -270,7 +284,9 @@ with torch.no_grad():
         rows = slice(h * D, (h + 1) * D)
         q, k, v = (project(p, x, rows) for p in (mha.q_proj, mha.k_proj, mha.v_proj))
         o, w = scaled_dot_product_attention(q, k, v)  # (N, L, D), (N, L, L)
+        # sphinx_gallery_start_ignore
         assert torch.allclose(w, weights[:, h], atol=1e-6)
+        # sphinx_gallery_end_ignore
         head_outputs.append(o)
     concat = torch.cat(head_outputs, dim=-1)  # H x (N, L, D) -> (N, L, E)
     by_hand = mha.out_proj(concat)  # (N, L, E)
@@ -305,7 +321,9 @@ moved_before = int((before > 0).sum())
 moved_after = int((after > 0).sum())
 print(f"features changed before out_proj: {moved_before} of {E}")
 print(f"features changed after  out_proj: {moved_after} of {E}")
+# sphinx_gallery_start_ignore
 assert moved_before == D and moved_after == E
+# sphinx_gallery_end_ignore
 
 fig, axes = plt.subplots(2, 1, figsize=(8, 4), sharex=True, layout="constrained")
 for ax, change, label in [
@@ -330,12 +348,13 @@ plt.show()
 # ---------------------------
 #
 # More heads cost no more parameters and no more multiply-adds in the matrix products:
-# the heads cut the same four ``(E, E)`` matrices into row blocks instead of using them
-# whole, and computing the scores takes ``H * L * L * D = L * L * E`` multiply-adds
-# either way (so does ``weights @ V``). What grows with ``H`` is everything that works
-# on the scores one by one: each head has its own ``(L, L)`` matrix of scores, so the
-# masking, the softmax and the weights tensor that comes back all handle ``H`` times as
-# many numbers. The counts, printed by the code:
+# each head reads its own block of ``D`` rows of the three input projections, ``(E, E)``
+# each, instead of the whole matrix; ``out_proj`` stays one ``(E, E)`` matrix applied to
+# the glued heads; and computing the scores takes ``H * L * L * D = L * L * E``
+# multiply-adds either way (so does ``weights @ V``). What grows with ``H`` is
+# everything that works on the scores one by one: each head has its own ``(L, L)``
+# matrix of scores, so the masking, the softmax and the weights tensor that comes back
+# all handle ``H`` times as many numbers. The counts, printed by the code:
 
 
 from attention.training import count_parameters as count
@@ -357,8 +376,10 @@ print(
     f"scores (softmax inputs) per sentence: 1 head {weights_one[0].numel():,}, "
     f"8 heads {weights_eight[0].numel():,}"
 )
+# sphinx_gallery_start_ignore
 assert count(one) == count(eight) == 4 * E * E + 4 * E and L * L * E == 8 * L * L * D
 assert weights_eight.numel() == 8 * weights_one.numel()
+# sphinx_gallery_end_ignore
 
 # %%
 # The parameter tensors even have the same shapes, so the one-head module can load the

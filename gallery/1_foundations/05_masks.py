@@ -139,8 +139,9 @@ plt.show()
 # ---------------------------------
 #
 # A blocked key gets a weight of exactly 0, and the weights that are left still sum to
-# 1 in every row (the two lines that do it, and why each,
-# are in :ref:`blocking-keys`). Here is a small
+# 1 in every row that has a key left: here every row, since every query may see key 0,
+# a real token (a row with no key left gets weights 0, :ref:`empty-rows`; the two lines
+# that do it, and why each, are in :ref:`blocking-keys`). Here is a small
 # :class:`attention.MultiHeadAttention` on random token vectors, with the combined mask:
 
 from attention import MultiHeadAttention, plot_attention
@@ -157,7 +158,7 @@ print(
     f"row sums: min {weights.sum(-1).min().item():.6f}, max "
     f"{weights.sum(-1).max().item():.6f}"
 )
-assert blocked_weights.abs().max() == 0
+assert blocked_weights.abs().max() == 0 and both.any(-1).all()  # every row has a key
 assert torch.allclose(weights.sum(-1), torch.ones(N, H, L, device=device))
 
 fig, ax = plt.subplots(figsize=(5, 4.2), layout="constrained")
@@ -197,8 +198,8 @@ assert earlier == 0 and last > 0
 #   :func:`attention.padding_mask` is ``(N, 1, 1, S)`` with one row per sentence.
 # - ``causal & padding`` combines them into ``(N, 1, L, S)``; every query keeps a row,
 #   padded queries included.
-# - A blocked key gets a weight of exactly 0, the other weights of the row still sum to
-#   1, and under a causal mask no output depends on a later token.
+# - A blocked key gets a weight of exactly 0, the other weights of a row that has a key
+#   left still sum to 1, and under a causal mask no output depends on a later token.
 #
 # API used on this page: :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :class:`attention.MultiHeadAttention`, :func:`attention.plot_mask`,

@@ -3,15 +3,18 @@ PyTorch's mask conventions
 ==========================
 
 .. prerequisites:: 04_multi_head 05_masks
-   :summary: Every PyTorch mask convention on one example, and where they differ: half
-      precision, a query with no key left, more keys than queries.
+   :summary: The mask conventions of F.scaled_dot_product_attention and
+      nn.MultiheadAttention on one example, and where they differ: half precision, a
+      query with no key left, more keys than queries.
 
-PyTorch has more than one way of saying "this key is blocked", and they disagree on
-what ``True`` means. This page puts every mask convention found in PyTorch side by
-side, computed on the same example: they all give the same outputs once converted, and
-they differ at the edges, which the rest of the page follows one by one: large finite
-numbers in half precision, a query with no key left, and causal masks with more keys
-than queries.
+PyTorch has more than one way of saying "this key is blocked", and they disagree on what
+``True`` means. This page puts the mask conventions of
+``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` side by side, computed
+on the same example (FlexAttention's ``mask_mod``, a function rather than a tensor, is
+the subject of :ref:`sphx_glr_tutorials_5_scale_19_flex_attention.py`): they all give
+the same outputs once converted, and they differ at the edges, which the rest of the
+page follows one by one: large finite numbers in half precision, a query with no key
+left, and causal masks with more keys than queries.
 
 The causal and padding masks used here are built on
 :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`. The package's own convention, used
@@ -104,7 +107,9 @@ torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device)
 ours = MultiHeadAttention.from_torch(torch_mha)
 # Sentence 1, head axis 0: query 2 may attend to key 0; query 0 may not attend to key 1.
 allowed_at, blocked_at = (1, 0, 2, 0), (1, 0, 0, 1)
+# sphinx_gallery_start_ignore
 assert both[allowed_at] and not both[blocked_at]
+# sphinx_gallery_end_ignore
 
 
 def additive(blocked_value):
@@ -197,10 +202,12 @@ for line in [header, *table]:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
     )
 
+# sphinx_gallery_start_ignore
 # float32: the paths sum in different orders, so they agree to rounding, not bit for
 # bit.
 assert all(float(line[-1]) < 1e-6 for line in table)
 assert torch.equal(back, both.expand(N, 1, L, S))
+# sphinx_gallery_end_ignore
 
 # %%
 # Every row agrees with this package to rounding error (the last column). What changes
@@ -276,9 +283,9 @@ else:
 #
 # ``-1e9`` and ``-1e20`` matched ``-inf`` in the table because ``exp(-1e9)`` is 0 in
 # float32. In half precision they are a different story: float16's largest magnitude is
-# 65504, so both numbers turn into ``-inf`` on the way in, and writing ``-1e20`` into
-# float16 scores with ``masked_fill`` is an error. bfloat16 has float32's range and
-# keeps them finite.
+# 65504, so both numbers turn into ``-inf`` when a tensor is converted to float16, and
+# writing either into float16 scores with ``masked_fill`` is an error. bfloat16 has
+# float32's range and keeps them finite.
 
 print(f"exp(-1e9) in float32: {torch.tensor(-1e9).exp().item()}")
 for value in (-1e9, -1e20):
@@ -288,13 +295,16 @@ for value in (-1e9, -1e20):
 print(f"float16's most negative finite number: {torch.finfo(torch.float16).min}")
 
 scores = torch.zeros(L, S, dtype=torch.float16, device=device)  # (L, S)
-try:
-    scores.masked_fill(~causal, -1e20)
-except RuntimeError as error:
-    print(textwrap.fill(f"RuntimeError: {error}", 88))
-else:
-    raise AssertionError("-1e20 does not fit in float16")
-assert torch.tensor(-1e20).to(torch.float16).item() == float("-inf")
+for value in (-1e9, -1e20):
+    try:
+        scores.masked_fill(~causal, value)
+    except RuntimeError as error:
+        print(textwrap.fill(f"masked_fill({value:g}): RuntimeError: {error}", 88))
+    else:
+        raise AssertionError(f"{value:g} does not fit in float16")
+    # sphinx_gallery_start_ignore
+    assert torch.tensor(value).to(torch.float16).item() == float("-inf")
+    # sphinx_gallery_end_ignore
 
 # %%
 # So the same code behaves differently with the dtype. A query whose four keys are all
@@ -307,6 +317,7 @@ for dtype in (torch.float32, torch.float16):
     print(
         f"{str(dtype):<14}", (row_scores.to(dtype) + all_blocked).softmax(-1).tolist()
     )
+# sphinx_gallery_start_ignore
 assert (row_scores + torch.full((4,), -1e9, device=device)).softmax(-1).eq(0.25).all()
 assert (
     (row_scores.half() + torch.full((4,), -1e9, device=device).half())
@@ -314,6 +325,7 @@ assert (
     .isnan()
     .all()
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # .. _blocking-keys:
@@ -321,9 +333,10 @@ assert (
 # How this package blocks a key
 # -----------------------------
 #
-# This package writes neither a large constant nor ``-inf``. It blocks a key in two
-# steps. The first is in the function that forms the scores on every attention path
-# that the package computes itself:
+# This package writes neither ``-inf`` nor a constant picked by hand, such as ``-1e9``,
+# that fits one dtype and overflows another. It blocks a key in two steps. The first is
+# in the function that forms the scores on every attention path that the package
+# computes itself:
 #
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
@@ -359,7 +372,9 @@ print(
     f"float16 vs float32 output: largest difference {half_error:.1e}, any NaN: "
     f"{bool(out16.isnan().any())}"
 )
+# sphinx_gallery_start_ignore
 assert not out16.isnan().any()
+# sphinx_gallery_end_ignore
 claim("float16 vs float32, largest difference", half_error, below=1e-2)  # ~3 digits
 # sphinx_gallery_start_ignore
 import inspect  # the line quoted above is the package's
@@ -494,7 +509,9 @@ print(
     "of which real (not padding) tokens:          "
     f"{int((nan_after & left[:, 0, 0]).sum())}"
 )
+# sphinx_gallery_start_ignore
 assert nan_after.sum() > nan_before.sum() and (nan_after & left[:, 0, 0]).any()
+# sphinx_gallery_end_ignore
 
 # %%
 # The NaN has spread from the padding to the real tokens of the same sentences (the
@@ -515,7 +532,9 @@ with torch.no_grad():
     sdpa_causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 same = (ours_causal - sdpa_causal).abs().max().item()
 print(f"L = S: largest difference {same:.1e}")
+# sphinx_gallery_start_ignore
 assert same < 1e-6
+# sphinx_gallery_end_ignore
 
 # %%
 # With fewer queries than keys the two disagree. When a model generates text it keeps
@@ -560,10 +579,12 @@ for name, result_ in [
         f"{name:<36} vs the full sequence: largest difference "
         f"{(result_ - truth).abs().max().item():.1e}"
     )
+# sphinx_gallery_start_ignore
 assert torch.allclose(bottom_right, truth, atol=1e-6)
 assert torch.allclose(ours_in_sdpa, truth, atol=1e-6)
 assert torch.allclose(torch_lower_right, truth, atol=1e-6)
 assert not torch.allclose(top_left, truth, atol=1e-2)
+# sphinx_gallery_end_ignore
 
 # %%
 # The bottom-right mask reproduces the full sequence; ``is_causal=True`` does not.
@@ -628,124 +649,10 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # %%
 # The rows boxed in red on the left are what the two new tokens must see. The middle
 # panel is those rows; the right panel lets ``t4`` see only ``t0`` and hides the rest of
-# the cache.
-#
-# What each fix costs
-# -------------------
-#
-# An explicit mask is a tensor of ``L x S`` bools, built, kept in memory and read by the
-# kernel; ``causal_lower_right(L, S)`` holds the two lengths and nothing else. What
-# PyTorch does with each depends on the kernel it picks:
-#
-# - On a CUDA GPU, PyTorch's flash-attention kernel (its fastest, for float16 and
-#   bfloat16) takes no ``attn_mask`` at all: any explicit mask rules it out ("Flash
-#   Attention does not support non-null attn_mask" is the reason PyTorch gives when
-#   asked for it), and the call falls to the memory-efficient kernel, which reads the
-#   mask, or to the plain maths.
-#   ``causal_lower_right`` goes to the flash kernel as its causal flag, which that
-#   kernel aligns bottom-right, or to the memory-efficient kernel's own bottom-right
-#   causal mode: no mask is built, and the blocks above the diagonal are skipped.
-# - On the CPU, PyTorch's flash kernel accepts a mask, and ``causal_lower_right`` has
-#   no bottom-right flag to use: it builds the same ``(L, S)`` mask at each call and
-#   passes it on (both are in ``CausalBias._dispatch``, in
-#   ``torch/nn/attention/bias.py``).
-#
-# Which kernels run each form on this build's device, one kernel allowed at a time:
-
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-forms = {
-    "is_causal=True (top-left)": {"is_causal": True},
-    "attn_mask=causal_mask(2, 6)": {
-        "attn_mask": causal_mask(L_new, S_all, device=device)
-    },
-    "attn_mask=causal_lower_right(2, 6)": {
-        "attn_mask": causal_lower_right(L_new, S_all)
-    },
-}
-kernels = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
-print(
-    f"{'on ' + str(device):<36}" + "  ".join(f"{k.name:<19}" for k in kernels).rstrip()
-)
-runs = {}
-for form, arguments in forms.items():
-    for kernel in kernels:
-        try:
-            with sdpa_kernel(kernel), torch.no_grad():
-                F.scaled_dot_product_attention(q_new, k_all, v_all, **arguments)
-            runs[form, kernel] = "runs"
-        except RuntimeError:  # no kernel of this kind takes these arguments here
-            runs[form, kernel] = "no kernel"
-    print(f"{form:<36}" + "  ".join(f"{runs[form, k]:<19}" for k in kernels).rstrip())
-
-# sphinx_gallery_start_ignore
-if device.type == "cpu":  # what the sentences below say about the CPU
-    assert all(runs[form, SDPBackend.FLASH_ATTENTION] == "runs" for form in forms)
-    assert all(runs[form, SDPBackend.MATH] == "runs" for form in forms)
-# sphinx_gallery_end_ignore
-
-# %%
-# On the CPU every form runs the flash kernel (and the memory-efficient kernel, which
-# exists only on GPUs, none), so the masks cost something else there: time. With the
-# flag, the kernel knows which blocks of keys lie wholly above the diagonal and skips
-# them; with the same causal mask passed as a tensor, it computes every block and
-# masks them afterwards. Timed with :func:`attention.measure.compare` (interleaved
-# rounds; one thread, so that a busy machine does not make the threads wait on each
-# other), with ``L = S`` so that both are right, on 8 heads of 64:
-
-from attention.measure import compare, device_description, round_ratios
-from attention.repro import num_threads
-
-# Drawn from their own generator: the random numbers of the rest of the page stay the
-# same.
-timing_numbers = torch.Generator().manual_seed(seed)
-L_big = 1024
-q_big, k_big, v_big = (
-    torch.randn(1, 8, L_big, 64, generator=timing_numbers).to(device) for _ in range(3)
-)  # (N, H, L, D) each
-mask_big = causal_mask(L_big, device=device)  # (L, S)
-with num_threads(1), torch.no_grad():
-    flag_vs_mask = compare(
-        {
-            "is_causal=True": lambda: F.scaled_dot_product_attention(
-                q_big, k_big, v_big, is_causal=True
-            ),
-            "attn_mask=causal_mask(1024)": lambda: F.scaled_dot_product_attention(
-                q_big, k_big, v_big, attn_mask=mask_big
-            ),
-        },
-        rounds=5,
-        min_run_time=0.1,
-        device=device,
-    )
-mask_over_flag = round_ratios(
-    flag_vs_mask["attn_mask=causal_mask(1024)"], flag_vs_mask["is_causal=True"]
-)
-with num_threads(1):
-    print(device_description(device, torch.float32))
-for name, timing in flag_vs_mask.items():
-    print(f"  {name:<30} {timing}")
-middle_ratio = sorted(mask_over_flag)[len(mask_over_flag) // 2]
-print("  mask / flag, round by round:", [round(r, 2) for r in mask_over_flag])
-print(f"  median of the rounds: {middle_ratio:.2f}")
-print(f"  the mask: {mask_big.numel() * mask_big.element_size():,} bytes")
-if device.type == "cpu":
-    claim(
-        "L = S: time with the mask / with the flag, median round",
-        middle_ratio,
-        above=1.15,
-    )
-
-# %%
-# The mask took longer than the flag (the median of the rounds' ratios; a round that a
-# burst of load on the machine hit can stray): a mask passed to a kernel that has a
-# causal mode of its own gives up the blocks that mode would skip, and costs its bytes
-# besides. With a cache (``L < S``) the CPU kernel has no
-# bottom-right mode, so there the two fixes do the same work: ``causal_lower_right``
-# builds the very mask that the explicit fix passes. On a CUDA GPU in half precision
-# they do not: ``causal_lower_right`` keeps the flash kernel and its skipped blocks, and
-# the explicit mask gives up both. (Decoding one token at a time, ``L = 1``, the new
-# token may see every key, and no mask is needed at all.)
+# the cache. (Decoding one token at a time, ``L = 1``, the new token may see every key,
+# and no mask is needed at all.) The two bottom-right forms give the same numbers; what
+# each costs in time depends on the kernel PyTorch picks for it, which
+# :ref:`sphx_glr_tutorials_5_scale_17_performance.py` measures.
 #
 # What to remember
 # ----------------
@@ -757,8 +664,9 @@ if device.type == "cpu":
 #   :func:`attention.masks.to_torch_key_padding_mask` and
 #   :func:`attention.masks.from_torch_masks`, never by hand.
 # - Additive masks block with ``-inf``. ``-1e9`` and ``-1e20`` work in float32, where a
-#   row with no allowed key then averages every value, and overflow to ``-inf`` in
-#   float16, where the same row becomes NaN in the softmax.
+#   row with no allowed key then averages every value; in float16 they overflow to
+#   ``-inf`` when converted (``masked_fill`` refuses them), and the same row becomes NaN
+#   in the softmax.
 # - This package fills blocked scores with ``torch.finfo(dtype).min`` and zeroes the
 #   blocked weights after the softmax: finite in every dtype, and a query with no key
 #   left gets output 0 and weights 0.
@@ -766,14 +674,12 @@ if device.type == "cpu":
 #   tokens in the next layer.
 # - ``is_causal=True`` aligns the diagonal top-left; with a cache (``L < S``) you need
 #   the bottom-right alignment: ``causal_mask(L, S)`` as an ``attn_mask``, or PyTorch's
-#   ``causal_lower_right(L, S)``, which on a CUDA GPU keeps the flash kernel that any
-#   explicit mask rules out. Where a kernel has a causal mode, a mask passed instead
-#   gives up the blocks it skips (measured above on the CPU).
+#   ``causal_lower_right(L, S)``.
 #
 # API used on this page: :func:`attention.causal_mask`, :func:`attention.padding_mask`,
 # :func:`attention.scaled_dot_product_attention`, :class:`attention.MultiHeadAttention`,
-# :meth:`attention.MultiHeadAttention.from_torch`, :func:`attention.plot_mask`, the
-# module :mod:`attention.masks`, and :func:`attention.measure.compare`.
+# :meth:`attention.MultiHeadAttention.from_torch`, :func:`attention.plot_mask` and the
+# module :mod:`attention.masks`.
 #
 # Exercises
 # ---------

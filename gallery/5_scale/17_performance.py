@@ -4,13 +4,16 @@ Performance: what attention costs, and how to time it
 
 .. prerequisites:: 04_multi_head
    :summary: Timing attention honestly: projections against the quadratic core over
-      lengths, bfloat16 against float32, and the cost of asking for weights.
+      lengths, bfloat16 against float32, the cost of asking for weights, and a causal
+      mask given as a flag or as a tensor.
 
 The earlier pages made attention correct; this one measures what it costs. It times one
 multi-head attention call in two parts, the projections and the attention core, over a
 sweep of sequence lengths, and finds where the quadratic term takes over; it compares
-bfloat16 with float32, speed and accuracy; and it shows why asking for the attention
-weights costs the package's module more than ``nn.MultiheadAttention``.
+bfloat16 with float32, speed and accuracy; it shows why asking for the attention
+weights costs the package's module more than ``nn.MultiheadAttention``; and it times the
+causal mask of :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as
+a flag and as a tensor.
 
 Every time on the page comes from one timer, :func:`attention.measure.compare`, and is
 printed with the device it ran on. The site is built on a CPU: the section on timing a
@@ -48,11 +51,12 @@ says so when there is none. ``make bench`` runs the larger benchmark behind the 
 #    :language: python
 #    :pyobject: compare
 #
-# The machine that builds this site is small and shared, so every measurement on this
-# page runs on one thread (``attention.repro.num_threads(1)``), where the threads of
-# one measurement cannot wait for each other. Each table starts with
-# :func:`attention.measure.device_description`: the device, the threads, the dtype and
-# torch's version.
+# Each timing prints its median, its interquartile range (IQR: the spread of the middle
+# half of its runs) and the number of runs. The machine that builds this site is small
+# and shared, so every measurement on this page runs on one thread
+# (``attention.repro.num_threads(1)``), where the threads of one measurement cannot wait
+# for each other. Each table starts with :func:`attention.measure.device_description`:
+# the device, the threads, the dtype and torch's version.
 
 import torch
 
@@ -128,19 +132,6 @@ with num_threads(1), torch.inference_mode():
             f"{sweep[L]['attention core'].ms:7.3f}  "
             f"{min(per_round):7.2f} to {max(per_round):5.2f}  {L / (2 * E):14.2f}"
         )
-core_share_last = min(
-    round_ratios(sweep[2048]["attention core"], sweep[2048]["projections"])
-)
-
-# sphinx_gallery_start_ignore
-if device.type == "cpu":
-    # 4x the projections' arithmetic at L = 2048; any round of the machine's noise.
-    claim(
-        "L = 2048: attention core / projections, slowest round",
-        core_share_last,
-        above=1.3,
-    )
-# sphinx_gallery_end_ignore
 
 # %%
 # ``core / projections`` is the ratio of the two times in each of the three rounds
@@ -187,20 +178,24 @@ for L in lengths:
     )
 
 # %%
-# At the longest length the core took longer than the projections in every round (the
-# last line of the table), and in the figure its line is the steeper one. The crossing
-# in *time* need not sit at :math:`L = 2E`, where the arithmetic crosses: the two parts
-# do not run at the same rate, and the rates above say how far apart they are on this
-# device. Short calls also pay a fixed cost per call (Python, dispatch, threads) that no
-# FLOP count includes, which flattens both lines at the short lengths.
+# The core's time grew far more than the projections' over the sweep (the two
+# ``time x`` lines), and in the figure its line is the steeper one; the last line of the
+# table says, round by round, how many times the projections' time the core took at
+# :math:`L = 2048`, where it does four times their arithmetic. The crossing in *time*
+# need not sit at :math:`L = 2E`, where the arithmetic crosses: the two parts do not run
+# at the same rate, and the rates above say how far apart they are on this device. A
+# fixed cost per call (Python, dispatch), which no FLOP count includes, would lower a
+# part's rate at the short lengths and flatten its line at the left of the figure: the
+# rates at :math:`L = 128` against those at 2048 say whether it does here.
 #
 # bfloat16 against float32
 # ------------------------
 #
 # Matrix units compute faster in 16-bit formats where the hardware has them.
 # ``torch.autocast`` runs the matrix products of a region in a lower precision while
-# keeping the parameters in float32. bfloat16 keeps float32's range with 8 bits of
-# mantissa (about 3 significant digits). Here the same module call at L = 1024 and a
+# keeping the parameters in float32. bfloat16 keeps float32's range with 7 stored bits
+# of mantissa, 8 significant bits with the implicit leading 1: about 2.4 significant
+# decimal digits (:math:`8 \log_{10} 2`). Here the same module call at L = 1024 and a
 # square matrix product are timed in float32 and under autocast to bfloat16, all four in
 # the same rounds, and the module's output is compared with the same module in float64.
 # The sweep above timed this call's two parts at L = 1024 in rounds of their own and
@@ -212,6 +207,7 @@ for L in lengths:
 
 import contextlib
 import functools
+from pathlib import Path
 
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -273,6 +269,13 @@ for what in ("module", "matmul"):
     )
 for dtype, error in errors.items():
     print(f"  module output, {str(dtype)[6:]:>8}: error {error:.1e} against float64")
+cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere the line says it cannot tell
+flags = set(cpuinfo.read_text().split()) if cpuinfo.exists() else None
+native = "unknown" if flags is None else sorted(flags & {"avx512_bf16", "amx_bf16"})
+print(
+    f"  bfloat16 instructions of this processor: {native or 'none'}; "
+    f"ATen kernels: {torch.backends.cpu.get_cpu_capability()}"
+)
 
 # The bounds each error must keep (attention.repro.claim): float32 at rounding level,
 # bfloat16 far above it.
@@ -286,7 +289,10 @@ claim("bfloat16 error", errors[torch.bfloat16], above=1e-4, below=5e-2)
 # reference, which this site does in float64. Whether bfloat16 is also *faster* is the
 # hardware's answer, not the format's: the round-by-round ratios above give it for this
 # device, and a ratio below 1 in every round is a real speed-up, one that straddles 1
-# is noise.
+# is noise. A processor multiplies bfloat16 fast only with instructions made for it (on
+# x86, AVX512-BF16 or AMX; the last line names those this one reports). Without them
+# the product runs in code that is not tuned for it and can take many times as long as
+# in float32: a ratio far above 1 in every round says that, not noise.
 #
 # The cost of ``need_weights=True``
 # ---------------------------------
@@ -352,18 +358,13 @@ with torch.inference_mode():
 
 # %%
 # :class:`attention.FusedMultiHeadAttention` runs SDPA's fused kernel with
-# ``need_weights=False``, and switches to :func:`attention.scaled_dot_product_attention`
-# with ``need_weights=True``, which builds the scores and the weights (the softmax):
-# asking for the weights changes its whole attention core. ``nn.MultiheadAttention``
-# in inference takes its C++ fast path, ``torch._native_multi_head_attention``, which on
-# a CPU builds the weights with ``bmm`` and ``softmax`` *whether or not* they are asked
-# for (its ``need_weights=False`` line above ran the softmax kernel too);
-# ``need_weights=True`` only adds their average over the heads. So asking for the
-# weights costs the package's module a different attention core, and
-# ``nn.MultiheadAttention`` one average, because its ``need_weights=False`` was already
-# paying for weights it then throws away. The round-by-round ratios above say what each
-# costs in this run. Ask for the weights only to look at them, as
-# :ref:`sphx_glr_tutorials_3_training_and_reading_11_visualising_attention.py` does.
+# ``need_weights=False`` and :func:`attention.scaled_dot_product_attention`, which
+# builds the scores and the weights, with ``need_weights=True``: asking for the weights
+# changes its whole attention core. ``nn.MultiheadAttention`` in inference takes its C++
+# fast path, which on a CPU builds the weights (``bmm`` and ``softmax``) *whether or
+# not* they are asked for (its ``need_weights=False`` line ran the softmax kernel too),
+# so asking for them only adds their average over the heads. The round-by-round ratios
+# above say what each costs in this run. Ask for the weights only to look at them.
 #
 # Which kernel runs where
 # -----------------------
@@ -394,9 +395,7 @@ with torch.inference_mode():
     ):
         try:
             with sdpa_kernel(backend), warnings.catch_warnings():
-                warnings.simplefilter(
-                    "ignore"
-                )  # torch explains each refusal in a warning
+                warnings.simplefilter("ignore")  # torch explains each refusal
                 outputs[backend.name] = F.scaled_dot_product_attention(q, k, v)
         except RuntimeError:
             print(f"  {backend.name:>19}: cannot run here")
@@ -415,6 +414,93 @@ for out in outputs.values():
 # The backend whose output equals the default's bit for bit is the one the default
 # picked. The others agree with it to float32 rounding, not exactly: each adds the same
 # numbers in a different order.
+#
+# A causal mask: the flag or a tensor
+# -----------------------------------
+#
+# :ref:`bottom-right-causal` gave ``F.scaled_dot_product_attention`` a causal mask in
+# three forms, which agree wherever each is right: the flag ``is_causal=True``, a bool
+# tensor ``attn_mask=causal_mask(L, S)``, and PyTorch's ``causal_lower_right(L, S)``,
+# an object that holds only the two lengths. What each costs depends on the backend:
+#
+# - On a CUDA GPU the flash backend takes no ``attn_mask`` tensor: an explicit mask
+#   rules it out, and the call falls to the memory-efficient backend, which reads the
+#   mask, or to ``MATH``. ``causal_lower_right`` reaches the flash backend as its causal
+#   flag, which that backend aligns bottom-right (or the memory-efficient backend's own
+#   bottom-right mode): no mask is built.
+# - On the CPU the flash backend accepts a mask, and ``causal_lower_right`` has no
+#   bottom-right flag to use: it builds the same ``(L, S)`` mask at each call and passes
+#   it on (both are in ``CausalBias._dispatch``, in ``torch/nn/attention/bias.py``).
+#   The CPU's flash backend runs all three forms (the build checks it).
+#
+# A causal mode also saves work. A tile of queries and keys that lies wholly above the
+# diagonal holds no pair that may attend: a kernel told that the mask is causal skips
+# it, one handed a tensor computes it and masks it afterwards. Counted with the
+# package's own tiling (:func:`attention.tiled.tiles`, tiles of 128 by 128; the CPU
+# kernel's sizes differ) for 1024 queries and keys:
+
+from attention import causal_mask
+from attention.tiled import tiles
+
+# sphinx_gallery_start_ignore  what the CPU bullet above says
+if device.type == "cpu":
+    from torch.nn.attention.bias import causal_lower_right
+
+    q_new = torch.randn(1, H, 2, E // H)  # (N, H, L, D)
+    k_all, v_all = (torch.randn(1, H, 6, E // H) for _ in range(2))
+    for arguments in (
+        {"is_causal": True},
+        {"attn_mask": causal_mask(2, 6)},
+        {"attn_mask": causal_lower_right(2, 6)},
+    ):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch.no_grad():
+            F.scaled_dot_product_attention(q_new, k_all, v_all, **arguments)
+# sphinx_gallery_end_ignore
+positions = torch.arange(1024)
+every_tile = len(tiles(1024, 1024, 128, 128))
+causal_tiles = len(tiles(1024, 1024, 128, 128, q_pos=positions, k_pos=positions))
+print(f"tiles with a tensor mask: {every_tile}; with the causal mode: {causal_tiles}")
+assert (every_tile, causal_tiles) == (8 * 8, 8 * 9 // 2)  # the diagonal's and below
+
+# %%
+# Timed on this device with ``L = S = 1024``, where the flag and the tensor are both
+# right, on 8 heads of 64, in the same rounds:
+
+q_big, k_big, v_big = (
+    torch.randn(1, 8, 1024, 64, device=device) for _ in range(3)
+)  # (N, H, L, D) each
+mask_big = causal_mask(1024, device=device)  # (L, S)
+with num_threads(1), torch.no_grad():
+    flag_vs_mask = compare(
+        {
+            "is_causal=True": lambda: F.scaled_dot_product_attention(
+                q_big, k_big, v_big, is_causal=True
+            ),
+            "attn_mask=causal_mask(1024)": lambda: F.scaled_dot_product_attention(
+                q_big, k_big, v_big, attn_mask=mask_big
+            ),
+        },
+        rounds=5,
+        min_run_time=0.1,
+        device=device,
+    )
+    print(device_description(device, torch.float32))
+for name, timing in flag_vs_mask.items():
+    print(f"  {name:<30} {timing}")
+mask_over_flag = round_ratios(
+    flag_vs_mask["attn_mask=causal_mask(1024)"], flag_vs_mask["is_causal=True"]
+)
+print("  mask / flag, round by round:", [round(r, 2) for r in mask_over_flag])
+print(f"  the mask: {mask_big.numel() * mask_big.element_size():,} bytes")
+
+# %%
+# The ratios say, round by round, what the skipped tiles and the mask's bytes were
+# worth on this device (above 1: the tensor took longer; a timing is printed, never
+# asserted, since a busy machine moves it). With a cache (``L < S``) the CPU kernel has
+# no bottom-right mode, so there ``causal_lower_right`` builds the very mask that the
+# explicit form passes, and the two do the same work. On a CUDA GPU in half precision
+# they do not: ``causal_lower_right`` keeps the flash backend and its skipped tiles, and
+# the explicit mask gives up both.
 #
 # Timing a GPU correctly
 # ----------------------
@@ -484,7 +570,6 @@ else:
 # that there is none. These are recorded numbers, not measured by this page.
 
 import csv
-from pathlib import Path
 
 folders = [p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)]
 recorded = sorted(
@@ -504,6 +589,7 @@ if rows:
     meta = rows[0]
     caption = f"{meta['device']}, torch {meta['torch']}, measured {meta['date'][:10]}"
     print(f"recorded in benchmarks/results/{recorded[-1].name}: {caption}")
+    # sphinx_gallery_start_ignore  the figure's code: one line per recorded curve
     fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
     curves = sorted({(row["dtype"], int(row["D"])) for row in rows})
     okabe_ito = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]
@@ -526,6 +612,7 @@ if rows:
     ax.set_ylabel("TFLOP/s (FlashAttention-2 count)")
     ax.set_title(f"F.scaled_dot_product_attention, forward\n{caption}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    # sphinx_gallery_end_ignore
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
     print(
@@ -553,10 +640,14 @@ else:
 # - ``need_weights=True`` moves the package's module off the fused kernel onto the path
 #   that builds the :math:`(N, H, L, S)` weights; ``nn.MultiheadAttention``'s CPU fast
 #   path builds them either way. Ask for them only to look at them.
+# - A causal mask given as a flag lets a kernel skip the tiles above the diagonal; given
+#   as a tensor, it is computed and masked. On a CUDA GPU only the flag, or
+#   ``causal_lower_right``, keeps the flash backend.
 #
 # API used on this page: :class:`attention.FusedMultiHeadAttention`,
 # :func:`attention.measure.compare`, :func:`attention.measure.round_ratios`,
-# :func:`attention.measure.device_description` and :func:`attention.repro.num_threads`.
+# :func:`attention.measure.device_description`, :func:`attention.repro.num_threads`,
+# :func:`attention.causal_mask` and :func:`attention.tiled.tiles`.
 
 # %%
 # Exercises
@@ -625,26 +716,13 @@ assert relative.max() <= 2**-8
 # says which one runs closer to the machine's matrix-product speed; the crossing moves
 # with the device, the thread count and the load, the arithmetic's does not.
 
-crossed = [
-    L
-    for L in lengths
-    if sweep[L]["attention core"].median > sweep[L]["projections"].median
-]
+core, projections = "attention core", "projections"
+crossed = [L for L in lengths if sweep[L][core].median > sweep[L][projections].median]
 first = crossed[0] if crossed else None
-print(
-    f"arithmetic crosses at L = 2E = {2 * E}; time crosses at L = {first} in this run"
-)
+print(f"arithmetic crosses at L = 2E = {2 * E}; time crosses at L = {first} (this run)")
 if first is not None:
-    rates = {
-        "projections": 8 * first * E * E / sweep[first]["projections"].median / 1e9,
-        "attention core": 4
-        * first
-        * first
-        * E
-        / sweep[first]["attention core"].median
-        / 1e9,
-    }
-    print(", ".join(f"{name} {rate:.1f} GFLOP/s" for name, rate in rates.items()))
+    for name, work in ((projections, 8 * first * E * E), (core, 4 * first**2 * E)):
+        print(f"  {name}: {work / sweep[first][name].median / 1e9:.1f} GFLOP/s")
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` opens the fused

@@ -1,5 +1,6 @@
 """attention.measure: the timer's interleaved rounds and the peak-memory meter."""
 
+import statistics
 import sys
 
 import pytest
@@ -30,13 +31,60 @@ def test_compare_times_every_candidate_in_every_round_in_a_rotating_order():
     assert starts[:3] == ["a", "b", "c"]
 
 
-def test_a_slower_candidate_has_a_larger_median():
-    x = torch.randn(256, 256)
-    timings = compare({"one": lambda: x @ x, "four": lambda: [x @ x for _ in range(4)]},
-                      rounds=2, min_run_time=0.02)  # fmt: skip
-    assert timings["four"].median > timings["one"].median
-    assert all(r > 1 for r in round_ratios(timings["four"], timings["one"]))
-    assert time_it(lambda: x @ x, rounds=1, min_run_time=0.01).median > 0
+class _ScriptedTimer:
+    """Stands in for ``torch.utils.benchmark.Timer``: each ``blocked_autorange`` calls the
+    candidate once and reports the next scripted list of per-run times, so that what
+    :func:`compare` makes of its samples can be checked exactly, with no clock involved."""
+
+    script: dict = {}
+
+    def __init__(self, stmt, globals, num_threads):
+        self.fn = globals["fn"]
+        self.name = self.fn.__name__
+
+    def blocked_autorange(self, min_run_time):
+        self.fn()
+
+        class Measurement:
+            times = _ScriptedTimer.script[self.name].pop(0)
+
+        return Measurement()
+
+
+def _counted(name, calls):
+    def fn():
+        calls[name] += 1
+
+    fn.__name__ = name
+    return fn
+
+
+def test_compare_summarises_the_samples_it_was_given(monkeypatch):
+    from torch.utils import benchmark
+
+    monkeypatch.setattr(benchmark, "Timer", _ScriptedTimer)
+    _ScriptedTimer.script = {
+        "a": [[3.0, 1.0, 2.0], [10.0, 20.0]],  # round medians 2.0 and 15.0
+        "b": [[4.0, 4.0, 8.0], [5.0]],  # round medians 4.0 and 5.0
+    }
+    calls = {"a": 0, "b": 0}
+    timings = compare({name: _counted(name, calls) for name in "ab"}, rounds=2)
+    assert calls == {"a": 2, "b": 2}  # one blocked_autorange per candidate and round
+    assert all(not left for left in _ScriptedTimer.script.values())  # every sample used
+    a, b = timings["a"], timings["b"]
+    assert (a.round_medians, b.round_medians) == ((2.0, 15.0), (4.0, 5.0))
+    assert (a.runs, b.runs) == (5, 4)
+    assert a.median == 3.0 and b.median == 4.5  # medians of all five and all four runs
+    q1, _, q3 = statistics.quantiles([3.0, 1.0, 2.0, 10.0, 20.0], n=4)
+    assert a.iqr == q3 - q1
+    assert round_ratios(a, b) == [0.5, 3.0]
+
+
+def test_time_it_returns_one_timing_with_a_median_per_round():
+    x = torch.randn(64, 64)
+    timing = time_it(lambda: x @ x, rounds=2, min_run_time=0.01)
+    assert isinstance(timing, Timing) and len(timing.round_medians) == 2
+    assert timing.runs >= 2 and timing.iqr >= 0
 
 
 def test_timing_prints_its_median_and_spread():
