@@ -5,7 +5,7 @@ r"""The course's trained models as ONNX files, for a runtime outside PyTorch (a 
 (``torch.export`` underneath), with the sequence length left free and every layer's attention
 weights as a second output; :func:`check_onnx` runs the file in ONNX Runtime and compares it
 with the PyTorch model. The package's checks that read a tensor's values (token ids in range)
-are skipped while the model is traced (:func:`attention._checks.reads_values`), and run in
+are skipped while the model is traced (``attention._checks.reads_values``), and run in
 every eager call.
 
 This module needs ``onnx``, ``onnxscript`` and ``onnxruntime``; the rest of the package does not
