@@ -63,9 +63,12 @@ if INTERPRETED and not isinstance(tl.zeros, InterpretedFunction):
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_HEAD_DIM = 256  # a block of queries and its (BLOCK, D) output must fit in registers
+# Triton compiles a kernel again for an int argument equal to 1 or a multiple of 16; the lengths
+# and the group size change from call to call, and gain nothing from it.
+LENGTHS = ["L", "S", "GROUP"]
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def _forward_kernel(
     Q, K, V, O, LSE,  # noqa: E741  pointers to the first element of (N, H, L, D) tensors
     scale, L, S, D, GROUP,  # GROUP query heads share one key/value head
@@ -118,7 +121,7 @@ def _forward_kernel(
     tl.store(LSE + head * L + rows, lse, mask=rows < L)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def _key_value_gradients_kernel(
     Q, K, V, dO, LSE, DELTA, dK, dV,
     scale, L, S, D, GROUP,
@@ -166,7 +169,7 @@ def _key_value_gradients_kernel(
     tl.store(dV + kv_at, dv.to(dV.dtype.element_ty), mask=kv_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def _query_gradients_kernel(
     Q, K, V, dO, LSE, DELTA, dQ,
     scale, L, S, D, GROUP,
