@@ -14,9 +14,11 @@ keeps its running state on the chip while blocks of the other side stream past i
 - :func:`_query_gradients_kernel`: one program per block of queries; the same walk as the
   forward, adding up :math:`dQ`.
 
-The backward is split as in FlashAttention-2: each program writes only the gradient rows it
-owns, so no two programs add into the same memory, at the price of computing the scores and
-:math:`dP` in both kernels. :func:`flash_attention` checks its inputs and runs them.
+The backward runs over blocks of keys as FlashAttention-2's does, but computes :math:`dQ` in a
+kernel of its own instead of adding it with atomic operations: each program writes only the
+gradient rows it owns, so no two programs add into the same memory and every run gives the same
+result, at the price of computing the scores and :math:`dP` in both kernels.
+:func:`flash_attention` checks its inputs and runs them.
 
 Triton compiles the kernels for a GPU. With no GPU, this module switches Triton's *interpreter*
 on (``TRITON_INTERPRET=1``) unless the variable is already set: the same kernels then run on CPU

@@ -158,19 +158,18 @@ for dtype, causal in checks:
 #    dQ = \text{scale} \cdot dS\, K, \quad dK = \text{scale} \cdot dS^\top Q .
 #
 # A block of keys gets contributions from every block of queries, and a block of queries
-# from every block of keys. If one program per block of queries added its share into
-# :math:`dK` and :math:`dV`, many programs would add into the same rows at once, which
-# needs atomic additions, in an order that changes from run to run. FlashAttention-2
-# splits the work instead :cite:p:`dao2023`, and so does this module: one kernel with a
-# program per block of *keys*, which walks the blocks of queries that see them and keeps
-# its :math:`dK` and :math:`dV` on the chip,
+# from every block of keys. FlashAttention-2 runs its backward with one program per
+# block of *keys*, which walks the blocks of queries that see them and keeps its
+# :math:`dK` and :math:`dV` on the chip, and adds its share of :math:`dQ` into memory
+# with atomic additions: many programs add into the same rows, in an order that changes
+# from run to run :cite:p:`dao2023`. This module keeps the first part as one kernel,
 #
 # .. literalinclude:: ../../../attention/flash_triton.py
 #    :language: python
 #    :pyobject: _key_value_gradients_kernel
 #
-# and a second with a program per block of queries, which walks the key blocks as the
-# forward did and keeps its :math:`dQ`:
+# and replaces the atomic additions by a second kernel, with a program per block of
+# queries, which walks the key blocks as the forward did and keeps its :math:`dQ`:
 #
 # .. literalinclude:: ../../../attention/flash_triton.py
 #    :language: python
