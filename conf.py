@@ -52,6 +52,14 @@ DOCS = ROOT / "docs"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
 
+# Without a GPU, page 21 runs attention.flash_triton's kernels in Triton's interpreter, which
+# must be on before anything imports triton.language (page 19's torch.compile does).
+if "TRITON_INTERPRET" not in os.environ:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
 import attention_downloads  # noqa: E402  (docs/_ext, just put on the path)
 import attention_i18n  # noqa: E402
 import attention_site  # noqa: E402

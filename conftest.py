@@ -3,15 +3,25 @@
 ``--device`` (default: ``ATTENTION_DEVICE``, else ``cpu``) chooses where the unit tests run:
 ``pytest tests/unit --device cuda`` runs the whole unit suite on a GPU. The build and the
 browser tests exercise the site, which is built on the CPU; they are skipped on another device.
-The package's docstring examples get the names a reader would have imported.
+The package's docstring examples get the names a reader would have imported. Without a GPU,
+Triton's interpreter is switched on for every test (``attention.flash_triton``).
 """
 
+import importlib.util
 import os
 
 import matplotlib
 import pytest
+import torch
 
 matplotlib.use("Agg")
+
+# Without a GPU, attention.flash_triton's kernels run in Triton's interpreter, which must be on
+# before anything imports triton.language (torch.compile does, in the FlexAttention tests).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+# Where Triton is not installed (it has wheels for Linux only), its module's examples cannot run.
+collect_ignore = [] if importlib.util.find_spec("triton") else ["attention/flash_triton.py"]
 
 
 def pytest_addoption(parser):

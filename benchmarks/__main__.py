@@ -8,6 +8,10 @@
                                       goals; writes benchmarks/results/tiled-<date>.csv and .md
     python -m benchmarks --gpu        the GPU suite (needs CUDA; a few minutes); writes
                                       benchmarks/results/gpu-<date>.csv
+    python -m benchmarks --triton     the Triton kernel (attention.flash_triton) against SDPA's
+                                      flash backend and tiled_attention on a CUDA GPU; writes
+                                      benchmarks/results/triton-<date>.csv (with --quick: its
+                                      loops on the CPU, in Triton's interpreter)
     python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
                                       flex_attention once per length: minutes on a cold cache);
                                       writes benchmarks/results/flex-<date>.csv and .md
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from . import context_parallel, cpu, gpu
+from . import context_parallel, cpu, flash_triton, gpu
 from . import flex as flex_suite
 from .memory import METHOD
 from .report import CsvWriter, provenance, results_path, table
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         "--generation", action="store_true", help="only the generation (KV cache) rows"
     )
     parser.add_argument("--tiled", action="store_true", help="only the tiled_attention rows")
+    parser.add_argument(
+        "--triton", action="store_true", help="the Triton kernel's rows (needs CUDA)"
+    )
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, all the cores)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)  # the provenance and the memory children follow
-    if args.gpu:
+    if args.gpu or args.triton:
         return run_gpu(args)
     if args.generation:
         return run_generation(args)
@@ -305,35 +312,44 @@ def run_generation(args) -> int:
 
 
 def run_gpu(args) -> int:
+    """The GPU suite (``--gpu``) or the Triton kernel's rows (``--triton``)."""
+    suite = "Triton kernel rows" if args.triton else "GPU suite"
     if torch.cuda.is_available():
         device = torch.device("cuda")
     elif args.quick:
         device = torch.device("cpu")
-        print("no CUDA device: the GPU suite's loops run on the CPU at tiny sizes (a dry run)")
+        print(f"no CUDA device: the {suite}' loops run on the CPU at tiny sizes (a dry run)")
     else:
         print(
-            f"The GPU suite needs a CUDA device, and this torch ({torch.__version__}) sees none.\n"
-            "Run `python -m benchmarks` for the CPU suite, or `python -m benchmarks --gpu "
-            "--quick` to check the GPU suite's code on the CPU.",
+            f"The {suite} needs a CUDA device, and this torch ({torch.__version__}) sees none.\n"
+            "Run `python -m benchmarks` for the CPU suite, or add `--quick` to check the "
+            f"{suite}' code on the CPU.",
             file=sys.stderr,
         )
         return 2
     prov = provenance(device)
-    print(f"GPU suite on {prov['device']}: torch {prov['torch']}, CUDA {prov['cuda']}")
+    if args.triton:
+        import attention.flash_triton  # noqa: F401  (first: without a GPU it turns the interpreter on)
+
+        prov |= flash_triton.versions()
+    print(f"{suite} on {prov['device']}: torch {prov['torch']}, CUDA {prov['cuda']}")
     # Rows are written as they come, so a run cut short keeps what it measured.
     out = args.out or (Path(tempfile.gettempdir()) if args.quick else None)
-    path = results_path("gpu" if device.type == "cuda" else "gpu-dry-run", out)
-    writer = CsvWriter(path, gpu.FIELDS, prov)
+    prefix = "triton" if args.triton else "gpu"
+    path = results_path(prefix if device.type == "cuda" else f"{prefix}-dry-run", out)
+    module = flash_triton if args.triton else gpu
+    writer = CsvWriter(path, module.FIELDS, prov)
     rows = []
 
     def write(row):
         rows.append(row)
         writer.write(row)
 
-    gpu.run_gpu(device, budget_s=args.budget_s, quick=args.quick, write=write)
+    run = flash_triton.run_triton if args.triton else gpu.run_gpu
+    run(device, budget_s=args.budget_s, quick=args.quick, write=write)
     writer.close()
-    shown = [r for r in rows if r.get("status") == "ok" and gpu.summarised(r)]
-    print(table(shown, gpu.SUMMARY_COLUMNS))
+    shown = [r for r in rows if r.get("status") == "ok" and (args.triton or gpu.summarised(r))]
+    print(table(shown, module.SUMMARY_COLUMNS))
     statuses = sorted({r["status"] for r in rows})
     print(", ".join(f"{s}: {sum(r['status'] == s for r in rows)}" for s in statuses) + " rows")
     print(f"wrote {path}")

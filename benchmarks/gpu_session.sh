@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Everything a session with a GPU does, in one call (at most 10 minutes, about 7 on an H200):
+# Everything a session with a GPU does, in one call (at most 10 minutes: the steps' limits add up
+# to that):
 #   1. the GPU, driver, CUDA and torch versions;
 #   2. the unit tests on CUDA (pytest tests/unit --device cuda);
-#   3. the GPU benchmark (python -m benchmarks --gpu --out $OUT --budget-s 300);
-#   4. pages 17 (performance), 18 (memory-efficient) and 13 (KV cache) run on the GPU, their
-#      output and figures saved under $OUT/pages.
+#   3. the GPU benchmark (python -m benchmarks --gpu --out $OUT --budget-s 240), then the
+#      Triton kernel's rows (python -m benchmarks --triton --out $OUT --budget-s 70:
+#      attention.flash_triton against SDPA's flash backend and tiled_attention);
+#   4. pages 17 (performance), 18 (memory-efficient), 21 (the Triton kernel) and 13 (KV cache)
+#      run on the GPU, their output and figures saved under $OUT/pages.
 # Everything lands in $OUT (default: ./gpu-session-<date>); the log is $OUT/session.log.
 #
 #   bash benchmarks/gpu_session.sh            on a machine with a GPU
@@ -44,11 +47,18 @@ step "3. benchmarks"
 if [ $quick = 1 ]; then
     timeout $((120 * limit)) $PY -m benchmarks --gpu --quick --out "$OUT" || status=1
 else
-    timeout 320 $PY -m benchmarks --gpu --out "$OUT" --budget-s 300 || status=1
+    timeout 260 $PY -m benchmarks --gpu --out "$OUT" --budget-s 240 || status=1
+fi
+
+step "3b. the Triton kernel against SDPA's flash backend and tiled_attention"
+if [ $quick = 1 ]; then  # in Triton's interpreter, at tiny sizes
+    timeout $((60 * limit)) $PY -m benchmarks --triton --quick --out "$OUT" || status=1
+else
+    timeout 90 $PY -m benchmarks --triton --out "$OUT" --budget-s 70 || status=1
 fi
 
 step "4. pages on $device"
-pages=(17_performance 18_memory_efficient 13_kv_cache_gqa)  # found in any part of gallery/
+pages=(17_performance 18_memory_efficient 21_flash_triton 13_kv_cache_gqa)  # found in any part of gallery/
 timeout $((150 * limit)) $PY -m benchmarks.run_pages --device "$device" --out "$OUT/pages" "${pages[@]}" \
     || status=1
 

@@ -8,7 +8,10 @@ the code they show. Loaded by ``conf.py`` as a Sphinx extension.
   ``pip wheel --no-index --no-build-isolation``.
 - Every notebook starts with :func:`install_cell`: a ``%pip install`` of torch, Matplotlib and
   that wheel, skipped where the same version is already installed, followed by the versions the
-  page was built with. Every script starts with :func:`script_header`, which says the same.
+  page was built with. Every script starts with :func:`script_header`, which says the same. A
+  page that imports ``attention.flash_triton`` (:func:`needs_triton`) also needs Triton, which
+  has wheels for Linux only: its first cell starts with :func:`triton_cell`, which stops with a
+  clear message elsewhere and installs Triton where it is missing, and its script says so.
 - The ``.ipynb`` and ``.py`` that sphinx-gallery wrote are rewritten in the built site (and in
   the zip files that hold them) once every page is written, when the labels and API pages are
   known: each ``.. literalinclude::`` becomes the source it shows, dedented and headed by its
@@ -47,6 +50,7 @@ import tempfile
 import textwrap
 import zipfile
 from collections.abc import Callable, Mapping
+from importlib import metadata
 from pathlib import Path
 
 from attention_exercises import SOLUTION_MARKER, SOLUTION_TITLE
@@ -121,6 +125,48 @@ if installed != "{version}":
     %{install_command(site, version, torch_requirement)}
     invalidate_caches()
 print("This page was built with {_built_with(versions)}.")"""
+
+
+#: A page whose code imports ``attention.flash_triton`` needs Triton, which the package does not
+#: require (the rest of it works without) and which has wheels for Linux only.
+_IMPORTS_TRITON = re.compile(
+    r"^\s*(?:from|import)\s+attention\.flash_triton\b"
+    r"|^\s*from\s+attention\s+import\s+.*\bflash_triton\b",
+    re.MULTILINE,
+)
+
+
+def needs_triton(source: str) -> bool:
+    """Whether the page's code ``source`` imports ``attention.flash_triton``."""
+    return _IMPORTS_TRITON.search(source) is not None
+
+
+def triton_requirement() -> str:
+    """The Triton this build ran, pinned (``triton==3.9.0``), or ``triton`` if none is installed."""
+    try:
+        return f"triton=={metadata.version('triton')}"
+    except metadata.PackageNotFoundError:
+        return "triton"
+
+
+def triton_cell(requirement: str) -> str:
+    """What the first cell of a page that needs Triton starts with: a clear stop where Triton has
+    no wheel, then Triton installed where it is missing."""
+    return f"""\
+# This page runs Triton kernels (attention.flash_triton): it needs {requirement}, which has
+# wheels for Linux only. Without a GPU, Triton's interpreter runs them on the CPU.
+import sys
+from importlib import invalidate_caches, util
+
+if not sys.platform.startswith("linux"):
+    raise RuntimeError(
+        "This page needs Triton, which has wheels for Linux only: run it on Linux "
+        "(or in WSL, or in a hosted notebook such as Colab)."
+    )
+if util.find_spec("triton") is None:
+    %pip install "{requirement}"
+    invalidate_caches()
+"""
 
 
 def script_header(
@@ -701,6 +747,9 @@ def convert_notebook(
         if cell["cell_type"] == "markdown":
             cell["source"] = [converter.finish("".join(cell["source"]))]
     fold_solution_cells(notebook["cells"])
+    if needs_triton(path.read_text(encoding="utf-8")):  # its first cell installs Triton first
+        first = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+        first["source"] = [triton_cell(triton_requirement()) + "\n" + "".join(first["source"])]
     return notebook, converter.includes
 
 
@@ -834,6 +883,11 @@ def rewrite_downloads(app) -> int:
                 versions=config.attention_versions,
                 page=f"Downloaded from {links.url(docname)}",
             )
+            if needs_triton(script.read_text(encoding="utf-8")):
+                header += (
+                    f"# This page also needs {triton_requirement()}, which has wheels for Linux "
+                    f'only:\n#\n#     pip install "{triton_requirement()}"\n'
+                )
             minutes = reading_minutes(script_blocks(script, gallery_conf), include)
             text, _ = convert_script(
                 script.read_text(encoding="utf-8"),
@@ -951,10 +1005,13 @@ __all__ = [
     "convert_notebook",
     "convert_script",
     "install_cell",
+    "needs_triton",
     "read_literalinclude",
     "rewrite_downloads",
     "script_header",
     "site_url",
+    "triton_cell",
+    "triton_requirement",
     "wheel_name",
     "wheel_url",
 ]

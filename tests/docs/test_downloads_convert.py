@@ -416,3 +416,56 @@ def test_script_citations_are_author_and_year():
     page = '"""\nT\n=\n\nAs :cite:t:`vaswani2017` wrote :cite:p:`press2022`.\n"""\n'
     text, _ = dl.convert_script(page, include=None, header="", links=FakeLinks())
     assert "As Vaswani et al. (2017) wrote (Press et al., 2022)." in text
+
+
+TRITON_PAGE = '''"""
+A kernel
+========
+
+Runs a Triton kernel.
+"""
+
+import torch
+
+from attention.flash_triton import flash_attention
+
+print("kernel")
+'''
+
+
+def test_a_page_that_imports_the_triton_kernels_installs_triton_or_stops(tmp_path: Path):
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    assert dl.needs_triton(TRITON_PAGE) and dl.needs_triton("from attention import flash_triton")
+    assert not dl.needs_triton(PAGE) and not dl.needs_triton("# attention.flash_triton, later")
+    page = tmp_path / "21_kernel.py"
+    page.write_text(TRITON_PAGE, encoding="utf-8")
+    gallery_conf = {
+        "first_notebook_cell": "# the install cell",
+        "last_notebook_cell": None,
+        "notebook_images": False,
+        "pypandoc": False,
+        "promote_jupyter_magic": False,
+        "remove_config_comments": True,
+    }
+    notebook, _ = dl.convert_notebook(
+        page, gallery_conf, include=lambda *_: "", links=FakeLinks(), docname="t/21"
+    )
+    first = "".join(notebook["cells"][0]["source"])
+    assert first.startswith(dl.triton_cell(dl.triton_requirement()))
+    assert first.endswith("# the install cell")
+    cell = TransformerManager().transform_cell(dl.triton_cell("triton==3.9.0"))
+    assert "run_line_magic('pip', 'install \"triton==3.9.0\"')" in cell
+    # Where Triton has no wheel the cell stops, before installing anything, and says why.
+    for platform, stops in (("darwin", True), ("win32", True), ("linux", False)):
+        namespace = {"get_ipython": lambda: SimpleNamespace(run_line_magic=lambda *_: None)}
+        code = cell.replace("import sys\n", f"import sys\nsys.platform = {platform!r}\n", 1)
+        saved = sys.platform
+        try:
+            if stops:
+                with pytest.raises(RuntimeError, match="wheels for Linux only"):
+                    exec(compile(code, "<cell>", "exec"), namespace)
+            else:
+                exec(compile(code, "<cell>", "exec"), namespace)
+        finally:
+            sys.platform = saved

@@ -1,6 +1,7 @@
-"""Page 17's (performance) "Recorded results on a GPU" section, run on its own: with no recorded
-results it prints one line and draws nothing; with a results file written by the benchmarks' own
-writer it plots the newest file. The section's code is taken from the page, not copied."""
+"""Page 17's (performance) "Recorded results on a GPU" section and page 21's (the Triton kernel)
+"On a GPU: recorded measurements", each run on its own: with no recorded results it prints one
+line and draws nothing; with a results file written by the benchmarks' own writer it plots the
+newest file. The sections' code is taken from the pages, not copied."""
 
 from __future__ import annotations
 
@@ -13,20 +14,21 @@ import pytest  # noqa: E402
 from docbuild import pages  # noqa: E402
 from sphinx_gallery.py_source_parser import split_code_and_text_blocks  # noqa: E402
 
-from benchmarks import gpu  # noqa: E402
+from benchmarks import flash_triton, gpu  # noqa: E402
 from benchmarks.report import CsvWriter  # noqa: E402
 
 PAGE = pages.find("17_performance")
+TRITON_PAGE = pages.find("21_flash_triton")
 
 
-def gpu_section_code() -> str:
-    """The code cell that follows the page's "Recorded results on a GPU" heading."""
-    _, blocks = split_code_and_text_blocks(str(PAGE))[:2]
+def gpu_section_code(page=PAGE, heading="Recorded results on a GPU") -> str:
+    """The code cell that follows the page's ``heading``."""
+    _, blocks = split_code_and_text_blocks(str(page))[:2]
     for i, (label, content, _) in enumerate(blocks):
-        if label == "text" and "Recorded results on a GPU" in content:
+        if label == "text" and heading in content:
             following = [b for b in blocks[i + 1 :] if b[0] == "code"]
             return following[0][1]
-    raise AssertionError("page 17 has no 'Recorded results on a GPU' section")
+    raise AssertionError(f"{page.name} has no {heading!r} section")
 
 
 def record(path, device: str) -> None:
@@ -59,10 +61,11 @@ def record(path, device: str) -> None:
     writer.close()
 
 
-def run_section(tmp_path, monkeypatch, capsys) -> tuple[str, list]:
+def run_section(tmp_path, monkeypatch, capsys, page=PAGE, **heading) -> tuple[str, list]:
     monkeypatch.chdir(tmp_path)
     plt.close("all")
-    exec(compile(gpu_section_code(), str(PAGE), "exec"), {"plt": plt, "__name__": "page17"})
+    code = gpu_section_code(page, **heading)
+    exec(compile(code, str(page), "exec"), {"plt": plt, "__name__": "page"})
     return capsys.readouterr().out, [plt.figure(n) for n in plt.get_fignums()]
 
 
@@ -96,4 +99,47 @@ def test_recorded_results_are_plotted_from_the_newest_file(tmp_path, monkeypatch
         for dtype in ("bfloat16", "float16")
         for causal in ("", ", causal")
     )
+    plt.close("all")
+
+
+TRITON_HEADING = {"heading": "On a GPU: recorded measurements"}
+
+
+def record_triton(path, device: str) -> None:
+    """A results file as ``python -m benchmarks --triton`` writes it: its fields, its writer."""
+    provenance = {"device": device, "torch": "2.13.0", "date": "2026-11-30T12:00:00+00:00",
+                  "triton": "3.9.0", "driver": "570.1"}  # fmt: skip
+    writer = CsvWriter(path, flash_triton.FIELDS, provenance)
+    for impl in flash_triton.PATHS:
+        for mode in ("fwd", "fwd+bwd"):
+            for L in (1024, 4096, 16384):
+                row = dict.fromkeys(flash_triton.FIELDS, "")
+                row.update(suite="triton", case="c", impl=impl, mode=mode, dtype="bfloat16",
+                           N=1, L=L, S=L, E=2048, H=16, D=128, causal=True, status="ok",
+                           tflops=100.0 + L / 1024, frac_peak=0.1)  # fmt: skip
+                writer.write(row)
+    writer.write({**row, "causal": False, "tflops": 1.0})  # a row the section leaves out
+    writer.close()
+
+
+def test_without_recorded_kernel_results_page_21_prints_one_line(tmp_path, monkeypatch, capsys):
+    out, figures = run_section(tmp_path, monkeypatch, capsys, TRITON_PAGE, **TRITON_HEADING)
+    assert figures == []
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("No GPU measurements of the kernel")
+
+
+def test_recorded_kernel_results_are_plotted_from_the_newest_file(tmp_path, monkeypatch, capsys):
+    results = tmp_path / "benchmarks" / "results"
+    record_triton(results / "triton-2026-01-05.csv", "NVIDIA Older GPU")
+    record_triton(results / "triton-2026-11-30.csv", "NVIDIA Newer GPU")
+    out, figures = run_section(tmp_path, monkeypatch, capsys, TRITON_PAGE, **TRITON_HEADING)
+    assert "triton-2026-11-30.csv" in out and "NVIDIA Newer GPU" in out and "Older" not in out
+    assert "of the GPU's peak" in out
+    (fig,) = figures
+    title = fig._suptitle.get_text()
+    assert "NVIDIA Newer GPU" in title and "triton 3.9.0" in title and "driver 570.1" in title
+    for ax in fig.axes:  # forward, forward + backward: one curve per path, through the lengths
+        assert len(ax.lines) == 3
+        assert all(list(line.get_xdata()) == [1024, 4096, 16384] for line in ax.lines)
     plt.close("all")

@@ -23,7 +23,11 @@ def _run_benchmarks(*args: str) -> None:
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("flags", [["--quick"], ["--gpu", "--quick"]], ids=["cpu", "gpu-dry-run"])
+@pytest.mark.parametrize(
+    "flags",
+    [["--quick"], ["--gpu", "--quick"], ["--triton", "--quick"]],
+    ids=["cpu", "gpu-dry-run", "triton-dry-run"],
+)
 def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
     _run_benchmarks(*flags, "--out", str(tmp_path))
     (table,) = tmp_path.glob("*.csv")
@@ -31,7 +35,10 @@ def test_quick_run_writes_a_csv_with_provenance(tmp_path, flags):
     assert rows, f"{table.name} has no rows"
     for column in PROVENANCE:
         assert all(row[column] for row in rows), f"{table.name}: empty {column!r} in some row"
-    if "--gpu" not in flags:  # the CPU suite also runs context parallelism on 1, 2, 4 processes
+    if "--triton" in flags:  # the kernel, SDPA's flash backend and tiled_attention, checked equal
+        assert {row["impl"] for row in rows} == {"matmul", "triton", "flash", "tiled"}
+        assert all(row["triton"] and float(row["max_error"]) < 1e-2 for row in rows[1:])
+    elif "--gpu" not in flags:  # the CPU suite also runs context parallelism on 1, 2, 4 processes
         parallel = [row for row in rows if row["suite"] == "context_parallel"]
         assert {(row["impl"], row["P"]) for row in parallel} == {
             (s, p) for s in ("ring", "all_gather", "ulysses") for p in ("1", "2", "4")

@@ -31,6 +31,11 @@ import attention.seq2seq
 import attention.tiled
 import attention.training
 
+try:  # Triton's kernels: Linux only, and never needed by the rest of the package
+    import attention.flash_triton as flash_triton
+except ImportError:
+    flash_triton = None
+
 SECTIONS = ["Args:", "Shape:", "Returns:", "Examples::"]
 
 
@@ -41,7 +46,7 @@ def _public():
                    attention.data, attention.training, attention.recipes, attention.functional,
                    attention.tiled, attention.cache, attention.decoder, attention.language_model,
                    attention.measure, attention.repro, attention.ablation, attention.search,
-                   attention.seq2seq):  # fmt: skip
+                   attention.seq2seq, *([flash_triton] if flash_triton else [])):  # fmt: skip
         for name in module.__all__:
             obj = getattr(module, name)
             if callable(obj):
