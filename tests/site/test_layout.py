@@ -178,7 +178,14 @@ def _search(browser, site_url: str, query: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "query, page", [("KV cache", "13_kv_cache_gqa"), ("gradcheck", "08_checking_gradients")]
+    "query, page",
+    [
+        ("KV cache", "13_kv_cache_gqa"),
+        ("gradcheck", "08_checking_gradients"),
+        # Pages 6, 12, 19 and 20 speak of it too, some under a heading; page 5 teaches it: its
+        # title names masks and a heading of it names the causal mask.
+        ("causal mask", "05_masks"),
+    ],
 )
 def test_search_ranks_the_tutorial_first(site_url: str, browser, query: str, page: str):
     results = _search(browser, site_url, query)
