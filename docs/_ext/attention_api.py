@@ -143,7 +143,27 @@ def summary(name: str) -> str:
     from attention_prerequisites import plain_text
 
     doc = inspect.getdoc(resolve(name)) or ""
-    return plain_text(doc.strip().split("\n\n")[0])
+    first = doc.strip().split("\n\n")[0]
+    return plain_text(_MATH.sub(lambda m: plain_maths(m.group(1)), first))
+
+
+_MATH = re.compile(r":math:`([^`]*)`")
+#: LaTeX commands as the characters they draw, in a description that shows no formula.
+_SYMBOLS = {"to": "→", "times": "×", "cdot": "·", "le": "≤", "ge": "≥"}
+
+
+def plain_maths(latex: str) -> str:
+    r"""A formula of a docstring as text: its commands as the symbols they draw.
+
+    >>> plain_maths(r"(N, L, E) \to (N, H, L, D), D = E / H")
+    '(N, L, E) → (N, H, L, D), D = E / H'
+    >>> plain_maths(r"-m\,\lvert q - k\rvert")
+    '-m |q - k|'
+    """
+    text = re.sub(r"\\[,;:! ]", " ", latex)
+    text = re.sub(r"\\lvert\s*", "|", re.sub(r"\s*\\rvert", "|", text))
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: _SYMBOLS.get(m.group(1), m.group(1)), text)
+    return " ".join(text.replace("{", "").replace("}", "").split())
 
 
 def _minigallery_directives():
@@ -223,6 +243,7 @@ __all__ = [
     "has_own_page",
     "listed_names",
     "module_backreferences",
+    "plain_maths",
     "resolve",
     "summary",
     "used_by_tutorials",

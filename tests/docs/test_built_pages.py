@@ -505,6 +505,7 @@ def test_an_api_page_describes_itself_by_its_objects_summary(html_dir: Path):
     for path in sorted((html_dir / "generated").glob("attention*.html")):
         summary = attention_api.summary(path.stem)
         assert summary, f"{path.stem} has no docstring to describe its page"
+        assert "\\" not in summary and "`" not in summary, f"{path.stem}: {summary!r}"
         tags = meta_tags(html(path))
         for key in ("description", "og:description"):
             if tags.get(key) != summary:
