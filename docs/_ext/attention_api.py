@@ -9,13 +9,20 @@ Loaded by ``conf.py`` as a Sphinx extension, after ``sphinx.ext.autosummary``.
   names a page uses (``attention.flex.causal``), not the modules.
 - A function's or a class's page ends with the tutorials that use it (``.. used-by::``, in
   ``function.rst`` and ``class.rst``). A page whose name no tutorial calls directly says so
-  (:data:`UNUSED`) instead of ending without a word.
+  (:data:`UNUSED`) instead of ending without a word; a page whose name a tutorial calls does
+  not (:func:`used_by_tutorials`).
+- Every API page describes itself, to search engines and in link previews, by its object's
+  own summary, the first paragraph of its docstring (:func:`summary`), not by the first words
+  Sphinx finds on it.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import importlib
+import inspect
+import json
 import re
 from pathlib import Path
 
@@ -99,6 +106,66 @@ def module_backreferences(module_name: str) -> list[str]:
 UNUSED = "No tutorial calls ``{name}`` directly."
 
 
+def used_by_tutorials(backreferences: Path, names: list[str]) -> bool:
+    """Whether a tutorial uses any of ``names``, by sphinx-gallery's record of the names each
+    page uses (``backreferences``: its ``backreferences_all.json``, which maps a name to the
+    pages that use it). The mini-gallery writes its cards into the page's input and returns no
+    node, so what it returns cannot tell."""
+    try:
+        found = json.loads(backreferences.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    return any(found.get(name) for name in names)
+
+
+def resolve(name: str):
+    """The object named ``name`` (``attention.masks.causal``): a module, or an attribute of
+    the longest module that the name starts with."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            obj = getattr(obj, attribute)
+        return obj
+    raise ImportError(f"no module in {name!r}")
+
+
+def summary(name: str) -> str:
+    """The first paragraph of the docstring of the object ``name``, as plain text (roles as
+    their content), on one line: the API page's description.
+
+    >>> summary("attention.MultiHeadAttention")
+    'Multi-head attention, with one projection each for queries, keys and values.'
+    """
+    from attention_prerequisites import plain_text
+
+    doc = inspect.getdoc(resolve(name)) or ""
+    first = doc.strip().split("\n\n")[0]
+    return plain_text(_MATH.sub(lambda m: plain_maths(m.group(1)), first))
+
+
+_MATH = re.compile(r":math:`([^`]*)`")
+#: LaTeX commands as the characters they draw, in a description that shows no formula.
+_SYMBOLS = {"to": "→", "times": "×", "cdot": "·", "le": "≤", "ge": "≥"}
+
+
+def plain_maths(latex: str) -> str:
+    r"""A formula of a docstring as text: its commands as the symbols they draw.
+
+    >>> plain_maths(r"(N, L, E) \to (N, H, L, D), D = E / H")
+    '(N, L, E) → (N, H, L, D), D = E / H'
+    >>> plain_maths(r"-m\,\lvert q - k\rvert")
+    '-m |q - k|'
+    """
+    text = re.sub(r"\\[,;:! ]", " ", latex)
+    text = re.sub(r"\\lvert\s*", "|", re.sub(r"\s*\\rvert", "|", text))
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: _SYMBOLS.get(m.group(1), m.group(1)), text)
+    return " ".join(text.replace("{", "").replace("}", "").split())
+
+
 def _minigallery_directives():
     from docutils import nodes
     from sphinx_gallery.directives import MiniGallery
@@ -121,16 +188,33 @@ def _minigallery_directives():
 
         def run(self):
             name = self.arguments[0]
-            self.options = {"add-heading": f"Examples using ``{self.heading(name)}``"}
-            self.arguments = [" ".join(self.names(name))]
-            found = super().run()
-            if found:
-                return found
+            env = self.state.document.settings.env
+            described = self.describe(name, env)
+            conf = env.config.sphinx_gallery_conf
+            backreferences = Path(conf["src_dir"], conf["backreferences_dir"])
+            names = self.names(name)
+            if used_by_tutorials(backreferences / "backreferences_all.json", names):
+                self.options = {"add-heading": f"Examples using ``{self.heading(name)}``"}
+                self.arguments = [" ".join(names)]
+                return [*described, *super().run()]
             text = UNUSED.format(name=name)
             paragraph = nodes.paragraph(text, classes=["attention-used-by-none"])
             inline, messages = self.state.inline_text(text, self.lineno)
             paragraph += inline
-            return [paragraph, *messages]
+            return [*described, paragraph, *messages]
+
+        def describe(self, name: str, env) -> list:
+            """The object's summary as the page's description: the ``description`` meta tag,
+            and the link preview's (sphinxext-opengraph takes ``og:`` fields of the page's
+            metadata over the first words it finds, here the API entry's, which it skips)."""
+            text = summary(name)
+            if not text:
+                return []
+            # sphinxext-opengraph writes a field as it is, quotes aside: escaped here as the
+            # text it reads from a page is.
+            preview = html.escape(text, quote=False)
+            env.metadata.setdefault(env.docname, {})["og:description"] = preview
+            return [nodes.meta(name="description", content=text)]
 
     class ModuleMiniGallery(UsedBy):
         """``.. module-minigallery:: attention.x``: the tutorials that use the module or any
@@ -159,4 +243,8 @@ __all__ = [
     "has_own_page",
     "listed_names",
     "module_backreferences",
+    "plain_maths",
+    "resolve",
+    "summary",
+    "used_by_tutorials",
 ]

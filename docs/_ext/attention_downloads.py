@@ -242,8 +242,14 @@ def parse_directive(lines: list[str], start: int) -> tuple[dict, int] | None:
     options: dict[str, str] = {}
     i = start + 1
     while i < end and (m := _OPTION.match(lines[i])):
-        options[m.group("name").strip()] = m.group("value").strip()
+        name, value, depth = m.group("name").strip(), m.group("value").strip(), _indent_of(lines[i])
         i += 1
+        # A value goes on over the lines below it that are indented deeper than its name (a
+        # two-line :summary: before :assumes:).
+        while i < end and lines[i].strip() and _indent_of(lines[i]) > depth:
+            value = f"{value} {lines[i].strip()}".strip()
+            i += 1
+        options[name] = value
     body = textwrap.dedent("\n".join(lines[i:end])).strip("\n")
     directive = {
         "name": match.group("name"),

@@ -13,7 +13,9 @@ catalogues. Loaded by ``conf.py`` as a Sphinx extension.
   times; their pages are built in the Chinese site too, in English (:data:`UNTRANSLATED`).
 - Every page carries a language switch (``docs/_templates/sidebar/language.html``) to the same
   page in the other language (:func:`language_links`), and declares its language in BCP 47
-  (``<html lang="zh-CN">``).
+  (``<html lang="zh-CN">``). Its head names the page in every language, at the site's address,
+  for search engines (``<link rel="alternate" hreflang="...">``, :func:`alternate_links`), the
+  English one as the default for a reader of any other language.
 - A Chinese page's notebook carries the translated prose in its Markdown cells
   (:func:`rst_translator`, used by ``attention_downloads``); its code cells are the English
   page's.
@@ -99,6 +101,32 @@ def language_links(
         )
         for code, name in LANGUAGES.items()
     ]
+
+
+def alternate_links(
+    pagename: str, english_root: str, environ: Mapping[str, str] = os.environ
+) -> list[tuple[str, str]]:
+    """``(hreflang, url)`` of ``pagename`` in every language, and ``x-default`` (the English
+    page), each at its site's address: ``english_root`` and the language's folder under it, or
+    on Read the Docs each language's project.
+
+    >>> alternate_links("tutorials/a", "https://h/", environ={})
+    [('en', 'https://h/tutorials/a.html'), ('zh-CN', 'https://h/zh_CN/tutorials/a.html'), \
+('x-default', 'https://h/tutorials/a.html')]
+    """
+    roots = read_the_docs_roots(environ) or {
+        code: english_root + SUBDIR[code] for code in LANGUAGES
+    }
+    links = [(bcp47(code), f"{roots[code]}{pagename}.html") for code in LANGUAGES]
+    return [*links, ("x-default", f"{roots['en']}{pagename}.html")]
+
+
+def _english_root(app) -> str:
+    """The English site's address, from this build's (``html_baseurl``, conf.py's
+    ``attention_site_url``: the English one and this language's folder under it)."""
+    root = app.config.html_baseurl
+    folder = SUBDIR[app.config.language]
+    return root[: -len(folder)] if folder and root.endswith(folder) else root
 
 
 def gallery_overrides(language: str, environ: Mapping[str, str] = os.environ) -> dict:
@@ -420,6 +448,10 @@ def _chinese_search():
 def _on_html_page_context(app, pagename, templatename, context, doctree) -> None:
     language = app.config.language
     context["attention_languages"] = language_links(pagename, language)
+    alternates = alternate_links(pagename, _english_root(app))
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<link rel="alternate" hreflang="{code}" href="{url}" />' for code, url in alternates
+    )
     # furo writes <html lang="{{ language }}">: zh-CN, not Sphinx's zh_CN.
     context["language"] = bcp47(language)
 

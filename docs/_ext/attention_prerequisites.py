@@ -256,7 +256,13 @@ def markdown_line(
     language: str = "en",
 ) -> str:
     """The line in Markdown, in ``language``: ``link(page)`` returns ``(title, url)`` of a
-    page, or None."""
+    page, or None. A page that names nothing it assumes gets its reading time alone.
+
+    >>> markdown_line([], "", 7, lambda page: None)
+    'Reading time: about 7 min'
+    >>> markdown_line(["01_a"], "a matrix product", 7, lambda page: ("A", "a.html"))
+    '**Prerequisites:** [A](a.html), a matrix product · Reading time: about 7 min'
+    """
     parts = []
     for page in pages:
         found = link(page)
@@ -267,6 +273,9 @@ def markdown_line(
     if note:
         parts.append(note)
     label, reading_time, between = LINE_WORDS[language]
+    if not parts:
+        # Nothing to name: the reading time alone, not a label followed by nothing.
+        return reading_time.format(minutes)
     return f"{label} {between.join(parts)}{SEPARATOR}{reading_time.format(minutes)}"
 
 

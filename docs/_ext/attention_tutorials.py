@@ -16,10 +16,15 @@ Loaded by ``conf.py`` as a Sphinx extension.
   the navigation, and only the site-wide one in the search (``:orphan:``, ``:nosearch:``).
 - The sidebar breaks a long name (``attention.sliding_window_mask``) after a dot or an
   underscore, never inside a word.
+- A tutorial's downloads, its notebook and its script, stand at the top of the page, under the
+  prerequisites line, as the PyTorch tutorials have them (:func:`downloads_at_the_top`), in
+  place of sphinx-gallery's note that sends the reader to the end of the page for them
+  (sphinx-gallery has no option for this). The buttons at the end stay, with the zip.
 """
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
 from pathlib import Path
@@ -319,6 +324,51 @@ def _set_source_links(app, pagename, templatename, context, doctree) -> None:
         context["page_source_suffix"] = ""  # no button rather than the generated reST
 
 
+# -- Downloads at the top -------------------------------------------------------------------------
+
+#: sphinx-gallery's note above a tutorial's title: "Go to the end to download the full example
+#: code".
+END_NOTE_CLASS = "sphx-glr-download-link-note"
+#: The buttons at the end of a tutorial that the top of the page repeats, in this order.
+TOP_BUTTONS = ("sphx-glr-download-jupyter", "sphx-glr-download-python")
+#: The class of the box that holds them at the top.
+TOP_DOWNLOADS_CLASS = "attention-downloads"
+#: The class of the prerequisites line (``attention_prerequisites.LINE_CLASS``).
+_PREREQUISITES_CLASS = "attention-prerequisites"
+
+
+def downloads_at_the_top(doctree: nodes.document) -> bool:
+    """Put a copy of a tutorial's notebook and script buttons under its prerequisites line
+    (under its title on a page without one) and take out the note that sends the reader to the
+    end for them. Returns whether the page is a tutorial with downloads. The copies keep the
+    buttons' download references, so they link the same files, in either language."""
+    notes = [n for n in doctree.findall(nodes.Element) if END_NOTE_CLASS in n["classes"]]
+    containers = list(doctree.findall(nodes.container))
+    buttons = [next((c for c in containers if name in c["classes"]), None) for name in TOP_BUTTONS]
+    if not notes or None in buttons:
+        return False
+    for note in notes:
+        note.parent.remove(note)
+    box = nodes.container(classes=[TOP_DOWNLOADS_CLASS])
+    box.extend(copy.deepcopy(button) for button in buttons)
+    line = next(
+        (p for p in doctree.findall(nodes.paragraph) if _PREREQUISITES_CLASS in p["classes"]),
+        None,
+    )
+    if line is not None:
+        line.parent.insert(line.parent.index(line) + 1, box)
+    else:
+        section = next(doctree.findall(nodes.section))
+        title = next(iter(section.findall(nodes.title)))
+        section.insert(section.index(title) + 1, box)
+    return True
+
+
+def _downloads_at_the_top(app, doctree, docname) -> None:
+    if app.builder.format == "html":
+        downloads_at_the_top(doctree)
+
+
 # -- The sidebar -----------------------------------------------------------------------------------
 
 #: A link of the navigation tree, the current page's too (``class="current reference internal"``).
@@ -352,6 +402,7 @@ def setup(app):
     app.add_node(excerpt_link, html=(lambda self, node: None, lambda self, node: None))
     app.add_directive("literalinclude", ExcerptInclude, override=True)
     app.connect("doctree-resolved", _resolve_excerpt_links)
+    app.connect("doctree-resolved", _downloads_at_the_top)
     app.connect("source-read", _on_source_read)
     # After furo's own handler (priority 500), which computes the navigation tree.
     app.connect("html-page-context", _set_source_links, priority=600)
@@ -362,6 +413,7 @@ def setup(app):
 __all__ = [
     "ExcerptInclude",
     "break_after_separators",
+    "downloads_at_the_top",
     "drop_empty_code_blocks",
     "excerpt_caption",
     "source_anchor",

@@ -125,6 +125,19 @@ def test_notebook_markdown_has_no_rest(html_dir: Path, script: str):
 
 
 @pytest.mark.parametrize("script", gallery_scripts())
+def test_notebook_and_script_name_what_their_page_assumes(html_dir: Path, script: str):
+    """The prerequisites line of a notebook and of a script names a page or says what the page
+    assumes (page 1 assumes "a PyTorch tensor and a matrix product"); a line with a label and
+    nothing after it is never printed."""
+    first = "".join(notebook_cells(html_dir, script)[1]["source"])
+    line = next(x for x in first.splitlines() if "Reading time" in x)
+    assert re.match(r"\*\*Prerequisites:\*\* [^·\s]", line), f"{script}'s notebook: {line!r}"
+    text = download(html_dir, Path(script).name).read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if "Reading time" in x)
+    assert re.match(r"Prerequisites: [^·\s]", line), f"{script}'s script: {line!r}"
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
 def test_downloads_carry_the_code_their_page_includes(html_dir: Path, script: str):
     included = literalincludes(script)
     cells = notebook_cells(html_dir, script)

@@ -433,6 +433,86 @@ def test_every_api_page_ends_with_the_tutorials_that_use_it_or_says_none_does(ht
     assert "No tutorial calls <code" in html(html_dir / "generated" / "attention.search.html")
 
 
+def _downloads_at_the_top(site: Path, script: str) -> list[str]:
+    """What is wrong with the top of a tutorial: its notebook and script buttons under the
+    prerequisites line, before the first section, linking files of the site; no note sending
+    the reader to the end of the page."""
+    stem = Path(script).stem
+    page = html(site / "tutorials" / script.replace(".py", ".html"))
+    article = page[page.index("<article") :]
+    problems = []
+    if "sphx-glr-download-link-note" in article:
+        problems.append(f"{script}: the 'Go to the end' note is still there")
+    if 'class="attention-downloads' not in article:
+        return [*problems, f"{script}: no downloads at the top"]
+    top = article.index('class="attention-downloads')
+    if not article.index("attention-prerequisites") < top < article.index("<h2"):
+        problems.append(f"{script}: the downloads are not under the prerequisites line")
+    box = article[top : article.index("</div>\n</div>", top)]
+    hrefs = re.findall(r'href="([^"]+)"', box)
+    if [Path(h).name for h in hrefs] != [f"{stem}.ipynb", f"{stem}.py"]:
+        problems.append(f"{script}: the top downloads are {hrefs}")
+    base = (site / "tutorials" / script).parent
+    problems += [f"{script}: {h} is missing" for h in hrefs if not (base / h).resolve().is_file()]
+    return problems
+
+
+def test_every_tutorial_offers_its_downloads_at_the_top(html_dir: Path):
+    problems = [p for script in gallery_scripts() for p in _downloads_at_the_top(html_dir, script)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_chinese_tutorial_offers_its_downloads_at_the_top(zh_html_dir: Path):
+    problems = [
+        p for script in gallery_scripts() for p in _downloads_at_the_top(zh_html_dir, script)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_an_api_page_says_no_tutorial_calls_its_name_only_when_none_does(html_dir: Path):
+    """Page 5 calls ``MultiHeadAttention(E, H)``: its page lists page 5 and does not say that
+    no tutorial calls it; no page says both."""
+    both = []
+    for path in sorted((html_dir / "generated").glob("attention.*.html")):
+        page = html(path)
+        if "sphx-glr-thumbcontainer" in page and "attention-used-by-none" in page:
+            both.append(path.name)
+    assert not both, f"these pages list tutorials and say that none calls their name: {both}"
+    page = html(html_dir / "generated" / "attention.MultiHeadAttention.html")
+    assert "No tutorial calls" not in page
+    assert re.search(r'class="sphx-glr-thumbcontainer".*?href="[^"]*/05_masks\.html', page, re.S)
+
+
+def meta_tags(page: str) -> dict[str, str]:
+    """The ``<meta>`` tags of a page, by their ``name`` or ``property``, with their content."""
+    import html as html_module
+
+    tags = {}
+    for tag in re.findall(r"<meta\b[^>]*>", page):
+        attributes = dict(re.findall(r'([\w:-]+)="([^"]*)"', tag))
+        key = attributes.get("name") or attributes.get("property")
+        if key and "content" in attributes:
+            tags[key] = html_module.unescape(attributes["content"])
+    return tags
+
+
+def test_an_api_page_describes_itself_by_its_objects_summary(html_dir: Path):
+    """The description a search engine shows and a link preview's are the first paragraph of
+    the object's docstring, not the first words Sphinx finds on the page."""
+    import attention_api
+
+    wrong = []
+    for path in sorted((html_dir / "generated").glob("attention*.html")):
+        summary = attention_api.summary(path.stem)
+        assert summary, f"{path.stem} has no docstring to describe its page"
+        assert "\\" not in summary and "`" not in summary, f"{path.stem}: {summary!r}"
+        tags = meta_tags(html(path))
+        for key in ("description", "og:description"):
+            if tags.get(key) != summary:
+                wrong.append(f"{path.name} {key}: {tags.get(key)!r}, not {summary!r}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_every_module_of_the_package_has_an_api_page(html_dir: Path):
     import pkgutil
 

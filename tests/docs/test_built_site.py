@@ -30,9 +30,10 @@ DOCUMENTED_MODULES = (
     "attention.measure",
 )
 #: A script or a stylesheet (icon, preload, ...) loaded from another site. The canonical link
-#: (``<link rel="canonical">``, the site's own address) is no asset: the browser loads nothing.
+#: and the page in the other language (``<link rel="canonical">``, ``<link rel="alternate"
+#: hreflang=...>``, the site's own addresses) are no assets: the browser loads nothing.
 _REMOTE_ASSET = re.compile(
-    r"<(?:script[^>]*\bsrc|link(?![^>]*\brel=[\"']canonical)[^>]*\bhref)\s*=\s*[\"']"
+    r"<(?:script[^>]*\bsrc|link(?![^>]*\brel=[\"'](?:canonical|alternate))[^>]*\bhref)\s*=\s*[\"']"
     r"(?:https?:)?//",
     flags=re.IGNORECASE,
 )

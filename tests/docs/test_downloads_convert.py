@@ -412,6 +412,50 @@ def test_script_says_the_prerequisites_and_the_solutions_in_words():
     compile(text, "page.py", "exec")
 
 
+FIRST_PAGE = '''\
+"""
+The first page
+==============
+
+.. prerequisites::
+   :summary: A summary that goes on
+      over two lines.
+   :assumes: a PyTorch tensor
+
+Text.
+"""
+
+print(1)
+'''
+
+
+def _first_markdown(tmp_path: Path, text: str) -> str:
+    page = tmp_path / "docs" / "tutorials" / "99_page.py"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text, encoding="utf-8")
+    gallery_conf = {"first_notebook_cell": None, "last_notebook_cell": None}
+    gallery_conf |= {"notebook_images": False, "pypandoc": False}
+    gallery_conf |= {"promote_jupyter_magic": False, "remove_config_comments": True}
+    notebook, _ = dl.convert_notebook(
+        page, gallery_conf, include=None, links=FakeLinks(), docname="tutorials/99_page"
+    )
+    return "".join(notebook["cells"][0]["source"])
+
+
+def test_a_page_that_assumes_no_page_says_what_it_assumes(tmp_path: Path):
+    """An option that goes on over two lines (:summary:) does not hide the next (:assumes:)."""
+    first = _first_markdown(tmp_path, FIRST_PAGE)
+    assert "**Prerequisites:** a PyTorch tensor · Reading time: about 1 min" in first, first
+    text, _ = dl.convert_script(FIRST_PAGE, include=None, header="", links=FakeLinks(), minutes=2)
+    assert "\nPrerequisites: a PyTorch tensor · Reading time: about 2 min\n" in text, text
+
+
+def test_a_page_that_assumes_nothing_prints_its_reading_time_alone(tmp_path: Path):
+    page = FIRST_PAGE.replace("   :assumes: a PyTorch tensor\n", "")
+    first = _first_markdown(tmp_path, page)
+    assert "Prerequisites" not in first and "\nReading time: about 1 min\n" in first, first
+
+
 def test_script_citations_are_author_and_year():
     page = '"""\nT\n=\n\nAs :cite:t:`vaswani2017` wrote :cite:p:`press2022`.\n"""\n'
     text, _ = dl.convert_script(page, include=None, header="", links=FakeLinks())

@@ -310,6 +310,52 @@ def test_language_links_point_at_the_same_page_here_and_on_read_the_docs():
     assert attention_i18n.site_root("zh_CN", "http://h/", environ={}) == "http://h/zh_CN/"
 
 
+def test_alternate_links_name_the_page_in_every_language_at_the_sites_address():
+    rtd = {
+        "READTHEDOCS_CANONICAL_URL": "https://x.readthedocs.io/en/latest/",
+        "READTHEDOCS_LANGUAGE": "en",
+    }
+    assert attention_i18n.alternate_links("tutorials/a/b", "https://ignored/", rtd) == [
+        ("en", "https://x.readthedocs.io/en/latest/tutorials/a/b.html"),
+        ("zh-CN", "https://x.readthedocs.io/zh-cn/latest/tutorials/a/b.html"),
+        ("x-default", "https://x.readthedocs.io/en/latest/tutorials/a/b.html"),
+    ]
+
+
+_ALTERNATE = re.compile(r'<link rel="alternate" hreflang="([^"]+)" href="([^"]+)" />')
+
+
+def _wrong_alternates(site: Path, english_root: str) -> list[str]:
+    """The pages of ``site`` whose head does not name them in English (also the default) and in
+    Chinese at the site's address."""
+    wrong = []
+    for rel in sorted(_pages(site)):
+        head = (site / rel).read_text(encoding="utf-8").split("</head>")[0]
+        found = _ALTERNATE.findall(head)
+        expected = [
+            ("en", english_root + rel),
+            ("zh-CN", f"{english_root}{ZH}/{rel}"),
+            ("x-default", english_root + rel),
+        ]
+        if found != expected:
+            wrong.append(f"{rel}: {found}")
+    return wrong
+
+
+def test_every_english_page_names_its_chinese_page_for_search_engines(html_dir):
+    from docbuild import load_conf
+
+    wrong = _wrong_alternates(html_dir, load_conf()["attention_site_url"])
+    assert not wrong, "\n".join(wrong[:10])
+
+
+def test_every_chinese_page_names_its_english_page_for_search_engines(zh_dir):
+    from docbuild import load_conf
+
+    wrong = _wrong_alternates(zh_dir, load_conf()["attention_site_url"])
+    assert not wrong, "\n".join(wrong[:10])
+
+
 def test_build_language_refuses_a_language_the_site_has_not():
     assert attention_i18n.build_language({}) == "en"
     with pytest.raises(ValueError, match="ATTENTION_LANGUAGE"):

@@ -155,6 +155,36 @@ def test_an_opened_solutions_code_stays_inside_its_card(
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "390px"])
+@pytest.mark.parametrize("language", ["", "zh_CN/"], ids=["en", "zh_CN"])
+def test_a_tutorials_downloads_are_above_the_fold(
+    site_url: str, site_dir: Path, browser, viewport: dict, language: str
+) -> None:
+    """The notebook and the script of a tutorial are buttons at the top of its page, as in the
+    PyTorch tutorials, in both languages; no note sends the reader to the end for them."""
+    rel = sitecheck.tutorial("05_masks")
+    if language and not (site_dir / language / rel).is_file():
+        pytest.skip("the Chinese edition is not built")
+    context = _context(browser, viewport, "light")
+    try:
+        with visit(context, site_url) as v:
+            page = v.goto(language + rel)
+            links = page.locator(".attention-downloads a")
+            hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+            boxes = [links.nth(i).bounding_box() for i in range(links.count())]
+            note = page.locator(".sphx-glr-download-link-note").count()
+    finally:
+        context.close()
+    assert [Path(h or "").suffix for h in hrefs] == [".ipynb", ".py"], hrefs
+    assert all(Path(h).stem == "05_masks" for h in hrefs), hrefs
+    for href, box in zip(hrefs, boxes, strict=True):
+        assert box is not None and box["y"] + box["height"] <= viewport["height"], (
+            f"{href} ends at {box and box['y'] + box['height']:.0f} px, below the fold "
+            f"({viewport['height']} px)"
+        )
+    assert note == 0, "the page still says 'Go to the end' to download it"
+
+
 # -- Search ---------------------------------------------------------------------------------------
 
 
@@ -178,7 +208,14 @@ def _search(browser, site_url: str, query: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "query, page", [("KV cache", "13_kv_cache_gqa"), ("gradcheck", "08_checking_gradients")]
+    "query, page",
+    [
+        ("KV cache", "13_kv_cache_gqa"),
+        ("gradcheck", "08_checking_gradients"),
+        # Pages 6, 12, 19 and 20 speak of it too, some under a heading; page 5 teaches it: its
+        # title names masks and a heading of it names the causal mask.
+        ("causal mask", "05_masks"),
+    ],
 )
 def test_search_ranks_the_tutorial_first(site_url: str, browser, query: str, page: str):
     results = _search(browser, site_url, query)

@@ -32,9 +32,11 @@
       .replace(/[{}]/g, "")
       .replace(/[ \t]{2,}/g, " ");
   };
-  // What a snippet leaves out: sphinx-gallery's note and buttons, the prerequisites line.
+  // What a snippet leaves out: sphinx-gallery's note and buttons (at the end and at the top), the
+  // prerequisites line.
   const SKIPPED = [
     ".sphx-glr-download-link-note",
+    ".attention-downloads",
     ".sphx-glr-footer",
     ".sphx-glr-signature",
     "p.attention-prerequisites",
