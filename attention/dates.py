@@ -102,6 +102,12 @@ class DateExample(NamedTuple):
 
     ``spans`` maps each part of the date that the source spells (``"year"``, ``"month"``,
     ``"day"`` and, in some formats, ``"weekday"``) to its characters ``source[start:end]``.
+
+    Examples::
+
+        >>> example = make_dates(1, seed=3)[0]
+        >>> example.target == example.date.isoformat()
+        True
     """
 
     date: datetime.date
@@ -237,8 +243,8 @@ def make_dates(
         n (int): number of examples.
         split (str): ``"train"`` or ``"held_out"``. Default: ``"train"``.
         seed (int): seed of the draws; the same seed gives the same examples. Default: ``0``.
-        formats (tuple[str, ...]): the templates to draw from, uniformly. Default:
-            :data:`FORMATS`.
+        formats (tuple[str, ...]): the templates to draw from, uniformly, each checked.
+            Default: ``FORMATS``.
 
     Returns:
         list[DateExample]: the examples.
