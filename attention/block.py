@@ -143,7 +143,8 @@ class TransformerBlock(nn.Module):
         check_dropout(dropout)
         check_bool(norm_first, "norm_first")
         check_positive(layer_norm_eps, "layer_norm_eps")
-        check_factory(device, dtype)  # before the first parameter is made
+        check_int(ffn_dim, "ffn_dim")
+        check_factory(device, dtype)  # before the first parameter is made (and random draw)
         factory = {"device": device, "dtype": dtype}
         self.embed_dim, self.norm_first = embed_dim, norm_first
         self.self_attn = MultiHeadAttention(
@@ -298,6 +299,7 @@ class TransformerDecoderBlock(nn.Module):
     ):
         super().__init__()
         check_embed(embed_dim, num_heads)
+        check_int(ffn_dim, "ffn_dim")
         check_bool(norm_first, "norm_first")
         check_positive(layer_norm_eps, "layer_norm_eps")
         check_factory(device, dtype)

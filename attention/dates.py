@@ -324,12 +324,12 @@ def encode_targets(texts: list[str]) -> Tensor:
     if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
         raise TypeError(f"texts must be a list of str (one target per example); got {texts!r:.40}")
     if len({len(t) for t in texts}) > 1:
-        raise ValueError("targets must all have the same length")
+        raise ValueError(f"texts must all have one length; got {sorted({len(t) for t in texts})}")
     rows = []
     for text in texts:
         unknown = sorted(set(text) - _TARGET_CHARS)
         if unknown:
-            raise ValueError(f"characters outside TARGET_VOCAB in {text!r}: {unknown}")
+            raise ValueError(f"texts hold characters outside TARGET_VOCAB in {text!r}: {unknown}")
         rows.append([BOS_ID, *(_TARGET_ID[c] for c in text), EOS_ID])
     width = len(texts[0]) + 2 if texts else 2
     return torch.tensor(rows, dtype=torch.long).reshape(len(texts), width)

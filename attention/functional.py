@@ -29,6 +29,7 @@ from torch import Tensor
 from ._checks import (
     check_bool,
     check_dropout,
+    check_floating_dtype,
     check_mask,
     check_positive,
     check_same_kind,
@@ -99,6 +100,7 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
         >>> accumulation_dtype(torch.float16), accumulation_dtype(torch.float64)
         (torch.float32, torch.float64)
     """
+    check_floating_dtype(dtype)
     return torch.promote_types(dtype, torch.float32)
 
 

@@ -95,7 +95,8 @@ def compare(
     Args:
         cases (dict[str, Callable]): the candidates, each a function of no arguments.
         rounds (int): how many times each candidate is timed. Default: ``3``.
-        min_run_time (float): seconds each candidate runs per round on the CPU. Default: ``0.2``.
+        min_run_time (float): seconds each candidate runs per round on the CPU, at most 3600.
+            Default: ``0.2``.
         device (torch.device, optional): a CUDA device times with CUDA events. Default: ``None``
             (the CPU).
 
@@ -130,6 +131,10 @@ def compare(
     return {name: _summarise(runs[name], tuple(per_round[name])) for name in cases}
 
 
+#: The longest ``min_run_time`` :func:`compare` takes, in seconds: an hour per round.
+MAX_RUN_TIME = 3600.0
+
+
 def _check_timing(cases, rounds, min_run_time, device) -> None:
     """The checks of :func:`compare`: a clear error before anything runs."""
     if not isinstance(cases, dict):
@@ -141,7 +146,13 @@ def _check_timing(cases, rounds, min_run_time, device) -> None:
             raise TypeError(f"cases[{name!r}] must be callable; got {type(fn).__name__}")
     check_int(rounds, "rounds")
     check_positive(min_run_time, "min_run_time")
+    if min_run_time > MAX_RUN_TIME:
+        raise ValueError(f"min_run_time must be at most {MAX_RUN_TIME} s (per candidate and "
+                         f"round); got {min_run_time!r}")  # fmt: skip
     check_factory(device, None)
+    if device is not None and torch.device(device).type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} is a CUDA device, and CUDA is not available")
 
 
 def time_it(fn: Callable[[], object], *, rounds: int = 3, min_run_time: float = 0.2, device=None):
@@ -211,7 +222,10 @@ def device_description(device=None, dtype=None) -> str:
         >>> device_description("cpu", torch.float32).startswith("cpu (")
         True
     """
+    check_factory(device, dtype)
     device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is a CUDA device, and CUDA is not available")
     if device.type == "cuda":
         where = f"cuda ({torch.cuda.get_device_name(device)})"
     else:

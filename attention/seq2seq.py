@@ -16,6 +16,7 @@ from ._checks import (
     check_batch_lengths,
     check_bool,
     check_cache,
+    check_embed,
     check_factory,
     check_float,
     check_int,
@@ -125,8 +126,10 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
                             ("num_encoder_layers", num_encoder_layers), ("max_len", max_len),
-                            ("num_decoder_layers", num_decoder_layers)):  # fmt: skip
+                            ("num_decoder_layers", num_decoder_layers),
+                            ("ffn_dim", ffn_dim)):  # fmt: skip
             check_int(value, name)
+        check_embed(embed_dim, num_heads)  # before a block draws its first weights
         check_token_id(pad_id, "pad_id", min(src_vocab_size, tgt_vocab_size))
         check_factory(device, dtype)
         factory = {"device": device, "dtype": dtype}

@@ -101,20 +101,24 @@ def train(
     _check_train(model, batches, loss_fn, steps, lr, weight_decay, threads, after_step)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
-    history, start = [], time.perf_counter()
+    history, start, was_training = [], time.perf_counter(), model.training
     with num_threads(threads or torch.get_num_threads()):
         model.train()
-        for step, batch in zip(range(1, steps + 1), batches, strict=False):
-            loss, measured = loss_fn(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            row = {"step": step, "loss": loss.item(), **measured}
-            row["seconds"] = time.perf_counter() - start
-            history.append(row)
-            if after_step is not None:
-                after_step(row)
+        try:
+            for step, batch in zip(range(1, steps + 1), batches, strict=False):
+                loss, measured = loss_fn(model, batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                row = {"step": step, "loss": loss.item(), **measured}
+                row["seconds"] = time.perf_counter() - start
+                history.append(row)
+                if after_step is not None:
+                    after_step(row)
+        except BaseException:  # a refused batch (bad ids): the mode is restored
+            model.train(was_training)
+            raise
     if len(history) < steps:
         raise ValueError(f"batches ran out after {len(history)} of steps={steps} steps")
     return history
@@ -133,13 +137,12 @@ def _check_train(model, batches, loss_fn, steps, lr, weight_decay, threads, afte
     check_int(steps, "steps")
     check_positive(lr, "lr")
     check_float(weight_decay, "weight_decay")
-    if weight_decay < 0:
-        raise ValueError(f"weight_decay must be non-negative; got {weight_decay!r}")
-    if threads is not None:
-        check_int(threads, "threads")
+    if weight_decay < 0 or lr > torch.finfo(torch.float32).max:  # AdamW's step would overflow
+        raise ValueError("weight_decay must be non-negative and lr fit in float32; got "
+                         f"weight_decay={weight_decay!r}, lr={lr!r}")  # fmt: skip
+    check_int(1 if threads is None else threads, "threads")  # None: the current count
     if hasattr(batches, "__len__") and len(batches) < steps:
-        raise ValueError(f"batches must hold at least steps={steps} batches; "
-                         f"got {len(batches)}")  # fmt: skip
+        raise ValueError(f"batches must hold at least steps={steps} batches; got {len(batches)}")
 
 
 def _check_examples(tokens, labels) -> None:
@@ -148,10 +151,10 @@ def _check_examples(tokens, labels) -> None:
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
     if labels.dim() != 1 or len(labels) != len(tokens):
-        raise ValueError(
-            f"labels must be 1-D with one label per sequence of tokens ({len(tokens)}); "
-            f"got shape {tuple(labels.shape)}"
-        )
+        raise ValueError(f"labels must be 1-D with one label per sequence of tokens "
+                         f"({len(tokens)}); got shape {tuple(labels.shape)}")  # fmt: skip
+    if labels.device != tokens.device:
+        raise ValueError(f"labels must be on tokens' device ({tokens.device}); got {labels.device}")
     if len(tokens) == 0:
         raise ValueError("tokens must hold at least one sequence; got 0")
 
@@ -259,15 +262,10 @@ def train_classifier(
     history = []
     for epoch, measured in enumerate(epochs_done, 1):
         rows = steps[(epoch - 1) * per_epoch : epoch * per_epoch]
-        history.append(
-            {
-                "epoch": epoch,
-                "loss": sum(r["loss"] * r["size"] for r in rows) / len(tokens),
-                "train_acc": sum(r["correct"] for r in rows) / len(tokens),
-                **measured,
-                "seconds": rows[-1]["seconds"],
-            }
-        )
+        loss = sum(r["loss"] * r["size"] for r in rows) / len(tokens)
+        correct = sum(r["correct"] for r in rows) / len(tokens)
+        history.append({"epoch": epoch, "loss": loss, "train_acc": correct, **measured,
+                        "seconds": rows[-1]["seconds"]})  # fmt: skip
     return history
 
 
@@ -434,6 +432,13 @@ def format_history(history: list[dict], *, every: int = 1, keys: tuple[str, ...]
         step    3  loss 0.3333  (0.3 s)
     """
     check_int(every, "every")
+    if not isinstance(keys, (tuple, list)) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"keys must be a tuple of str; got {keys!r:.60}")
+    for row in history if isinstance(history, list) else [history]:  # records of train
+        if not (isinstance(row, dict) and {"loss", "seconds", *keys} <= row.keys()
+                and row.keys() & {"step", "epoch"}):  # fmt: skip
+            raise ValueError("history must be a list of records with step or epoch, loss, "
+                             f"seconds and {keys}; got {row!r:.60}")  # fmt: skip
     lines = []
     for i, row in enumerate(history, 1):
         if i % every and i != len(history):
