@@ -164,6 +164,11 @@ def _calls() -> dict[str, Call]:
             },
             subject=_lm,
         ),  # fmt: skip
+        "DecoderLM.forward, cached": Call(
+            torch.no_grad()(lambda m, cache, **kw: m(**kw, cache=cache)),  # a cache keeps no graph
+            {"tokens": _tokens(2, 2), "need_weights": False},
+            subject=lambda: (lambda m: (m, m.new_cache(2)))(_lm()),
+        ),
         "DecoderLM.new_cache": Call(
             lambda m, **kw: m.new_cache(**kw),
             {"batch_size": 2, "window": 4, "sinks": 1},
@@ -688,7 +693,8 @@ def _same(a, b) -> bool:
 def _run(call: Call, args: dict):
     """``call.fn(**args)``, first given its subject, made afresh. A refused call must leave the
     subject and torch's global random state as they were."""
-    subject = () if call.subject is None else (call.subject(),)
+    subject = () if call.subject is None else call.subject()
+    subject = subject if isinstance(subject, tuple) else (subject,)  # a model and its cache
     before, rng = [_state(s) for s in subject], torch.get_rng_state()
     try:
         return call.fn(*subject, **args)
