@@ -178,7 +178,7 @@ def test_bad_input_is_refused_with_a_message():
         encode_sources(["2021/3/3"], 4)
     with pytest.raises(ValueError, match=r"outside SOURCE_VOCAB in texts: \['\?'\]"):
         encode_sources(["3?"])
-    with pytest.raises(ValueError, match="targets must all have the same length"):
+    with pytest.raises(ValueError, match="texts must all have one length"):
         encode_targets(["2021-03-03", "2021-3-3"])
     with pytest.raises(ValueError, match=r"outside TARGET_VOCAB in '2021/03/03'"):
         encode_targets(["2021/03/03"])
