@@ -371,9 +371,8 @@ def train_lm(
 
     Returns:
         list[dict]: per step, ``step``, ``loss`` (the batch's mean), ``first_half`` and
-        ``second_half`` (the batch's mean over targets ``1 .. T - 1`` and ``T + 1 .. L - 1``,
-        recorded when ``L >= 4`` makes both non-empty) and ``seconds`` since the start.
-        The model is left in training mode.
+        ``second_half`` (means over targets ``1 .. T - 1`` and ``T + 1 .. L - 1``, when
+        ``L >= 4``) and ``seconds`` since the start. The model is left in training mode.
 
     Examples::
 
