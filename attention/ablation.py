@@ -102,6 +102,11 @@ def mean_head_outputs(model: nn.Module, attn: nn.Module, *inputs) -> Tensor:
         torch.Size([2, 4])
     """
     _check_attention(attn)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
+    if not any(module is attn for module in model.modules()):
+        raise ValueError("attn must be a module of model (one of model.modules()); got an "
+                         f"{type(attn).__name__} that model does not contain")  # fmt: skip
     captured = []
     handle = attn.out_proj.register_forward_pre_hook(lambda m, args: captured.append(args[0]))
     was_training = model.training
@@ -111,5 +116,7 @@ def mean_head_outputs(model: nn.Module, attn: nn.Module, *inputs) -> Tensor:
     finally:
         handle.remove()
         model.train(was_training)
+    if not captured:
+        raise ValueError("attn did not run during model(*inputs): no output to average")
     merged = torch.cat([c.reshape(-1, c.shape[-1]) for c in captured])  # (N L, E)
     return merged.mean(dim=0).view(attn.num_heads, attn.head_dim)  # (H, D)

@@ -70,6 +70,7 @@ class FeedForward(nn.Module):
         check_int(ffn_dim, "ffn_dim")
         check_dropout(dropout)
         check_bool(bias, "bias")
+        check_factory(device, dtype)
         factory = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
         self.linear1 = nn.Linear(embed_dim, ffn_dim, bias=bias, **factory)
@@ -141,6 +142,8 @@ class TransformerBlock(nn.Module):
         check_dropout(dropout)
         check_bool(norm_first, "norm_first")
         check_positive(layer_norm_eps, "layer_norm_eps")
+        check_int(ffn_dim, "ffn_dim")
+        check_factory(device, dtype)  # before the first parameter is made (and random draw)
         factory = {"device": device, "dtype": dtype}
         self.embed_dim, self.norm_first = embed_dim, norm_first
         self.self_attn = MultiHeadAttention(
@@ -210,16 +213,11 @@ class TransformerBlock(nn.Module):
             raise ValueError(f"only the relu activation is supported; got {layer.activation}")
         weight = layer.linear1.weight
         block = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            ffn_dim=layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            norm_first=layer.norm_first,
-            layer_norm_eps=layer.norm1.eps,
-            bias=layer.linear1.bias is not None,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
+            layer.self_attn.embed_dim, layer.self_attn.num_heads,
+            ffn_dim=layer.linear1.out_features, dropout=layer.dropout.p,
+            norm_first=layer.norm_first, layer_norm_eps=layer.norm1.eps,
+            bias=layer.linear1.bias is not None, device=weight.device, dtype=weight.dtype,
+        )  # fmt: skip
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         with torch.no_grad():
             for ours, theirs in (
@@ -300,6 +298,7 @@ class TransformerDecoderBlock(nn.Module):
     ):
         super().__init__()
         check_embed(embed_dim, num_heads)
+        check_int(ffn_dim, "ffn_dim")
         check_bool(norm_first, "norm_first")
         check_positive(layer_norm_eps, "layer_norm_eps")
         check_factory(device, dtype)

@@ -90,7 +90,7 @@ class AttentionClassifier(nn.Module):
             raise ValueError(f"tokens must be 2-D (N, L); got shape {tuple(tokens.shape)}")
         if tokens.shape[1] > self.max_len:
             raise ValueError(
-                f"sequence length {tokens.shape[1]} is longer than max_len={self.max_len}"
+                f"tokens: sequence length {tokens.shape[1]} is longer than max_len={self.max_len}"
             )
         if (
             reads_values()
@@ -98,7 +98,7 @@ class AttentionClassifier(nn.Module):
             and (tokens.min() < 0 or tokens.max() >= self.vocab_size)
         ):
             raise ValueError(
-                f"token ids must lie in [0, vocab_size={self.vocab_size}); "
+                f"tokens: token ids must lie in [0, vocab_size={self.vocab_size}); "
                 f"got min {int(tokens.min())}, max {int(tokens.max())}"
             )
 

@@ -14,7 +14,7 @@ code from a seed; nothing is downloaded.
 import torch
 from torch import Tensor
 
-from ._checks import check_int
+from ._checks import check_has_values, check_int
 
 __all__ = [
     "VOCAB",
@@ -56,11 +56,15 @@ def encode(sentence: str | list[str], length: int | None = None) -> Tensor:
         >>> decode(encode("not good", length=4))
         ['not', 'good']
     """
+    if not isinstance(sentence, (str, list, tuple)):
+        raise TypeError(f"sentence must be a str or a list of words; got {type(sentence).__name__}")
     words = sentence.split() if isinstance(sentence, str) else list(sentence)
     unknown = [w for w in words if w not in _ID]
     if unknown:
-        raise ValueError(f"words not in the vocabulary: {unknown}; the vocabulary is {VOCAB}")
+        raise ValueError(f"sentence has words not in the vocabulary: {unknown}; the vocabulary "
+                         f"is {VOCAB}")  # fmt: skip
     length = len(words) if length is None else length
+    check_int(length, "length", minimum=0)
     if len(words) > length:
         raise ValueError(f"sentence has {len(words)} words, more than length={length}")
     ids = [_ID[w] for w in words] + [PAD_ID] * (length - len(words))
@@ -82,6 +86,7 @@ def decode(ids: Tensor) -> list[str]:
         ['not', 'good']
     """
     if isinstance(ids, Tensor) and not (ids.is_floating_point() or ids.dtype == torch.bool):
+        check_has_values(ids, "ids")
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in ids
@@ -205,6 +210,7 @@ def make_repeated_sequences(
     check_int(num, "num", minimum=0)
     check_int(length, "length")
     check_int(vocab_size, "vocab_size")
+    check_int(seed, "seed", minimum=0)
     if length > vocab_size:
         raise ValueError(
             f"length must be at most vocab_size, so that the first half's tokens are all "

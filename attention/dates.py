@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._checks import check_int
+from ._checks import check_has_values, check_int
 
 __all__ = [
     "FORMATS",
@@ -102,6 +102,12 @@ class DateExample(NamedTuple):
 
     ``spans`` maps each part of the date that the source spells (``"year"``, ``"month"``,
     ``"day"`` and, in some formats, ``"weekday"``) to its characters ``source[start:end]``.
+
+    Examples::
+
+        >>> example = make_dates(1, seed=3)[0]
+        >>> example.target == example.date.isoformat()
+        True
     """
 
     date: datetime.date
@@ -191,7 +197,8 @@ def split_dates(
     held-out days.
 
     Args:
-        held_out (float): the share of the days held out, in (0, 1). Default: ``0.1``.
+        held_out (float): the share of the days held out, in (0, 1), leaving at least one day
+            in each split. Default: ``0.1``.
         seed (int): seed of the split; the same seed gives the same split. Default: ``0``.
 
     Returns:
@@ -207,6 +214,10 @@ def split_dates(
     check_int(seed, "seed", minimum=0)
     if isinstance(held_out, bool) or not isinstance(held_out, float) or not 0 < held_out < 1:
         raise ValueError(f"held_out must be a float in (0, 1); got {held_out!r}")
+    days = (LAST_DAY - FIRST_DAY).days + 1
+    if not 0 < round(held_out * days) < days:  # each split must hold a day
+        raise ValueError(f"held_out={held_out!r} holds out {round(held_out * days)} of the "
+                         f"{days} days; both splits must hold at least one")  # fmt: skip
     return _split(held_out, seed)
 
 
@@ -232,8 +243,8 @@ def make_dates(
         n (int): number of examples.
         split (str): ``"train"`` or ``"held_out"``. Default: ``"train"``.
         seed (int): seed of the draws; the same seed gives the same examples. Default: ``0``.
-        formats (tuple[str, ...]): the templates to draw from, uniformly. Default:
-            :data:`FORMATS`.
+        formats (tuple[str, ...]): the templates to draw from, uniformly, each checked.
+            Default: ``FORMATS``.
 
     Returns:
         list[DateExample]: the examples.
@@ -247,8 +258,10 @@ def make_dates(
     check_int(seed, "seed", minimum=0)
     if split not in ("train", "held_out"):
         raise ValueError(f"split must be 'train' or 'held_out'; got {split!r}")
-    if isinstance(formats, str) or not formats:
+    if not isinstance(formats, (tuple, list)) or not formats:
         raise ValueError(f"formats must be a non-empty sequence of templates; got {formats!r}")
+    for format in formats:  # every one, not only those drawn
+        write_date(FIRST_DAY, format)
     days = split_dates()[split == "held_out"]
     rng = random.Random(seed)
     examples = []
@@ -277,8 +290,8 @@ def encode_sources(texts: list[str], length: int | None = None) -> Tensor:
         >>> encode_sources(["3 May 21", "2021/5/3"]).shape
         torch.Size([2, 8])
     """
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts must be a list of str (one source per example)")
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+        raise TypeError(f"texts must be a list of str (one source per example); got {texts!r:.40}")
     longest = max((len(t) for t in texts), default=0)
     length = longest if length is None else length
     check_int(length, "length", minimum=0)
@@ -308,15 +321,15 @@ def encode_targets(texts: list[str]) -> Tensor:
         >>> encode_targets(["2021-03-03"])[0].tolist()
         [1, 6, 4, 6, 5, 3, 4, 7, 3, 4, 7, 2]
     """
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts must be a list of str (one target per example)")
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+        raise TypeError(f"texts must be a list of str (one target per example); got {texts!r:.40}")
     if len({len(t) for t in texts}) > 1:
-        raise ValueError("targets must all have the same length")
+        raise ValueError(f"texts must all have one length; got {sorted({len(t) for t in texts})}")
     rows = []
     for text in texts:
         unknown = sorted(set(text) - _TARGET_CHARS)
         if unknown:
-            raise ValueError(f"characters outside TARGET_VOCAB in {text!r}: {unknown}")
+            raise ValueError(f"texts hold characters outside TARGET_VOCAB in {text!r}: {unknown}")
         rows.append([BOS_ID, *(_TARGET_ID[c] for c in text), EOS_ID])
     width = len(texts[0]) + 2 if texts else 2
     return torch.tensor(rows, dtype=torch.long).reshape(len(texts), width)
@@ -339,6 +352,7 @@ def decode_target(ids) -> str:
     if isinstance(ids, Tensor):
         if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
             raise TypeError(f"ids must be a 1-D integer tensor; got {ids.dtype}, {ids.dim()}-D")
+        check_has_values(ids, "ids")
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in ids

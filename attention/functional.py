@@ -12,10 +12,12 @@ r"""The kernel: every path of the package that computes softmax attention calls 
 One convention on every path. The queries are scaled *before* the product: :math:`q k^\top` can
 overflow float16 before a later scale brings it back into range. Masked scores are filled with
 the dtype's most negative finite number, never :math:`-\infty`, and a query with no key to
-attend to gets output 0, weights 0 and gradients 0, never NaN. The blockwise paths keep their
-running sums and log-sum-exps in float32 at least (:func:`accumulation_dtype`), as
-FlashAttention does: in float16 a log-sum-exp near 12800 is spaced by 8, and the log of a sum of
-a few equal terms would be lost.
+attend to gets output 0, weights 0 and gradients 0, never NaN. The scores are formed in
+float32 at least (:func:`accumulation_dtype`), as in PyTorch's math kernel: float16 inputs whose
+scaled scores pass 65504 still give a finite output, returned in the inputs' dtype. The blockwise
+paths keep their running sums and log-sum-exps in that dtype too, as FlashAttention does: in
+float16 a log-sum-exp near 12800 is spaced by 8, and the log of a sum of a few equal terms
+would be lost.
 """
 
 import math
@@ -27,6 +29,7 @@ from torch import Tensor
 from ._checks import (
     check_bool,
     check_dropout,
+    check_floating_dtype,
     check_mask,
     check_positive,
     check_same_kind,
@@ -97,11 +100,16 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
         >>> accumulation_dtype(torch.float16), accumulation_dtype(torch.float64)
         (torch.float32, torch.float64)
     """
+    check_floating_dtype(dtype)
     return torch.promote_types(dtype, torch.float32)
 
 
 def _scores(query: Tensor, key: Tensor, scale: float, allowed=None, bias=None) -> Tensor:
-    """The scores of the queries against the keys: scaled, biased, masked. Formed only here."""
+    """The scores of the queries against the keys: scaled, biased, masked. Formed only here,
+    in :func:`accumulation_dtype` (float32 for half-precision inputs, whose largest finite
+    number, 65504 in float16, a score can pass; PyTorch's math path does the same)."""
+    acc = accumulation_dtype(query.dtype)
+    query, key = query.to(acc), key.to(acc)  # no copy unless the inputs are half precision
     scores = (query * scale) @ key.transpose(-2, -1)  # (*, L, D) @ (*, D, S) -> (*, L, S)
     if bias is not None:
         scores = scores + bias  # (*, L, S)
@@ -199,13 +207,15 @@ def scaled_dot_product_attention(
         query = query.unflatten(-3, (key.shape[-3], groups))  # (*, H_kv, G, L, D)
         key, value = key.unsqueeze(-3), value.unsqueeze(-3)  # (*, H_kv, 1, S, D)
         mask, bias = _heads_in_groups(mask, groups), _heads_in_groups(bias, groups)
-    scores = _scores(query, key, scale, mask, bias)  # (*, L, S)
+    scores = _scores(query, key, scale, mask, bias)  # (*, L, S), float32 at least
     weights = scores.softmax(dim=-1)  # (*, L, S)
     if mask is not None:
         weights = weights.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)  # (*, L, S)
-    output = weights @ value  # (*, L, S) @ (*, S, Dv) -> (*, L, Dv)
+    # Half-precision inputs: the weights times the values in float32, returned in their dtype.
+    output = weights @ value.to(weights.dtype)  # (*, L, S) @ (*, S, Dv) -> (*, L, Dv)
+    output, weights = output.to(value.dtype), weights.to(value.dtype)
     if groups > 1:
         output, weights = output.flatten(-4, -3), weights.flatten(-4, -3)  # (*, H, L, ...)
     return output, weights
@@ -264,8 +274,8 @@ def attention_block(
         >>> torch.allclose(lse, (0.5 * q @ k.T).logsumexp(-1, keepdim=True))
         True
     """
-    scores = _scores(query, key, scale, allowed)  # (*, R, C)
-    acc = accumulation_dtype(scores.dtype)
+    scores = _scores(query, key, scale, allowed)  # (*, R, C), in the accumulation dtype
+    acc = scores.dtype
     m = scores.amax(dim=-1, keepdim=True).to(acc)  # each row's largest score  (*, R, 1)
     # The weights in one fused pass over each row, which subtracts the row's maximum first.
     p = torch.softmax(scores, dim=-1, dtype=acc)  # (*, R, C)
@@ -382,7 +392,7 @@ def attention_block_backward(
         True
     """
     dtype, acc = query.dtype, lse.dtype  # the products in the inputs' dtype, the rest in acc
-    scores = _scores(query, key, scale, allowed).to(acc)  # (*, R, C)
+    scores = _scores(query, key, scale, allowed)  # (*, R, C), in acc
     # A row that saw no key has lse = -inf; +inf instead makes its weights e^-inf = 0.
     p = torch.exp(scores - lse.masked_fill(torch.isneginf(lse), math.inf))  # (*, R, C)
     if allowed is not None:

@@ -379,6 +379,8 @@ def sampling_distribution(
     """
     if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() < 1:
         raise TypeError("logits must be a floating-point tensor of shape (*, V)")
+    if logits.shape[-1] == 0:
+        raise ValueError(f"logits must score at least one token (V >= 1); got {logits.shape}")
     if temperature == 0:
         raise ValueError("temperature must be above 0 to sample; temperature 0 is greedy")
     _check_sampling(temperature, top_k, top_p)

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from ._checks import check_factory, check_int, check_positive
+
 __all__ = ["Timing", "compare", "time_it", "round_ratios", "peak_memory", "device_description"]
 
 
@@ -93,7 +95,8 @@ def compare(
     Args:
         cases (dict[str, Callable]): the candidates, each a function of no arguments.
         rounds (int): how many times each candidate is timed. Default: ``3``.
-        min_run_time (float): seconds each candidate runs per round on the CPU. Default: ``0.2``.
+        min_run_time (float): seconds each candidate runs per round on the CPU, at most 3600.
+            Default: ``0.2``.
         device (torch.device, optional): a CUDA device times with CUDA events. Default: ``None``
             (the CPU).
 
@@ -110,8 +113,7 @@ def compare(
     """
     from torch.utils import benchmark
 
-    if not cases:
-        raise ValueError("cases must hold at least one candidate; got none")
+    _check_timing(cases, rounds, min_run_time, device)
     cuda = device is not None and torch.device(device).type == "cuda"
     threads = torch.get_num_threads()  # a Timer would otherwise run on one thread
     runs: dict[str, list[float]] = {name: [] for name in cases}
@@ -127,6 +129,30 @@ def compare(
             runs[name] += times
             per_round[name].append(statistics.median(times))
     return {name: _summarise(runs[name], tuple(per_round[name])) for name in cases}
+
+
+#: The longest ``min_run_time`` :func:`compare` takes, in seconds: an hour per round.
+MAX_RUN_TIME = 3600.0
+
+
+def _check_timing(cases, rounds, min_run_time, device) -> None:
+    """The checks of :func:`compare`: a clear error before anything runs."""
+    if not isinstance(cases, dict):
+        raise TypeError(f"cases must be a dict of name -> callable; got {type(cases).__name__}")
+    if not cases:
+        raise ValueError("cases must hold at least one candidate; got none")
+    for name, fn in cases.items():
+        if not callable(fn):
+            raise TypeError(f"cases[{name!r}] must be callable; got {type(fn).__name__}")
+    check_int(rounds, "rounds")
+    check_positive(min_run_time, "min_run_time")
+    if min_run_time > MAX_RUN_TIME:
+        raise ValueError(f"min_run_time must be at most {MAX_RUN_TIME} s (per candidate and "
+                         f"round); got {min_run_time!r}")  # fmt: skip
+    check_factory(device, None)
+    if device is not None and torch.device(device).type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} is a CUDA device, and CUDA is not available")
 
 
 def time_it(fn: Callable[[], object], *, rounds: int = 3, min_run_time: float = 0.2, device=None):
@@ -147,6 +173,8 @@ def time_it(fn: Callable[[], object], *, rounds: int = 3, min_run_time: float = 
         >>> time_it(lambda: x @ x, rounds=1, min_run_time=0.01).median > 0
         True
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
     return compare({"fn": fn}, rounds=rounds, min_run_time=min_run_time, device=device)["fn"]
 
 
@@ -161,14 +189,22 @@ def round_ratios(candidate: Timing, baseline: Timing) -> list[float]:
         baseline (Timing): from the same :func:`compare`.
 
     Returns:
-        list[float]: one ratio per round.
+        list[float]: one ratio per round (a baseline round of 0 seconds, which has no ratio,
+        is a ``ValueError``).
 
     Examples::
 
         >>> round_ratios(Timing(2.0, 0.1, 6, (2.0, 2.2)), Timing(1.0, 0.1, 6, (1.0, 1.1)))
         [2.0, 2.0]
     """
-    return [c / b for c, b in zip(candidate.round_medians, baseline.round_medians, strict=True)]
+    for name, timing in (("candidate", candidate), ("baseline", baseline)):
+        if not isinstance(timing, Timing):
+            raise TypeError(f"{name} must be a Timing; got {type(timing).__name__}")
+    rounds, base = candidate.round_medians, baseline.round_medians
+    if len(rounds) != len(base) or not all(t > 0 for t in base):
+        raise ValueError("candidate and baseline must come from one compare (as many rounds, "
+                         f"baseline rounds above 0 s); got {rounds} and {base}")  # fmt: skip
+    return [c / b for c, b in zip(rounds, base, strict=True)]
 
 
 def device_description(device=None, dtype=None) -> str:
@@ -186,7 +222,10 @@ def device_description(device=None, dtype=None) -> str:
         >>> device_description("cpu", torch.float32).startswith("cpu (")
         True
     """
+    check_factory(device, dtype)
     device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is a CUDA device, and CUDA is not available")
     if device.type == "cuda":
         where = f"cuda ({torch.cuda.get_device_name(device)})"
     else:
@@ -246,6 +285,9 @@ def peak_memory(fn: Callable, *args, device=None, **kwargs) -> int | None:
         >>> extra is None or extra > 2**25  # at least half of it, whatever else moved
         True
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    check_factory(device, None)
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)

@@ -3,7 +3,14 @@
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_bool, check_dropout, check_embed, check_mask, check_sequences
+from ._checks import (
+    check_bool,
+    check_dropout,
+    check_embed,
+    check_factory,
+    check_mask,
+    check_sequences,
+)
 from .functional import scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -81,6 +88,7 @@ class MultiHeadAttention(nn.Module):
         check_embed(embed_dim, num_heads)
         check_dropout(dropout)
         check_bool(bias, "bias")
+        check_factory(device, dtype)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = float(dropout)

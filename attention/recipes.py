@@ -52,6 +52,8 @@ def trained_once(recipe):
         >>> _ = fit(seed=1); _ = fit(seed=1); calls
         [1]
     """
+    if not callable(recipe):
+        raise TypeError(f"recipe must be callable; got {type(recipe).__name__}")
     signature = inspect.signature(recipe)
 
     @functools.wraps(recipe)
@@ -59,7 +61,11 @@ def trained_once(recipe):
         bound = signature.bind(**options)
         bound.apply_defaults()
         key = (recipe.__module__, recipe.__qualname__, tuple(bound.arguments.items()))
-        if key not in TRAINED:
+        try:
+            hash(key)
+        except TypeError:  # an argument no recipe takes (a list): the recipe's checks name it
+            key = None
+        if key is None or key not in TRAINED:
             with torch.random.fork_rng(devices=[]):
                 TRAINED[key] = recipe(**bound.arguments)
         model, history, *data = TRAINED[key]

@@ -9,6 +9,8 @@ token included, the first one not) scores, as in fairseq :cite:p:`ott2019`,
     \text{score}(y) = \frac{1}{|y|^{\alpha}} \sum_{t=1}^{|y|} \log p(y_t \mid y_{<t})
 
 with :math:`\alpha` the length penalty (0: the sum, which favours short outputs; 1: the mean).
+An :math:`\alpha` so far from 0 that a score leaves its dtype's range (infinite, or 0 from a
+non-zero sum, and the ranking lost) is refused with a ``ValueError``.
 """
 
 import math
@@ -17,9 +19,55 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ._checks import check_float, check_int, check_tensor
+
 __all__ = ["greedy_search", "beam_search"]
 
 NextLogProbs = Callable[[Tensor], Tensor]
+
+
+def _check_search(next_log_probs, batch_size, beam_size, max_new_tokens, ids, length_penalty):
+    """Check the arguments both searches share, before the model is called."""
+    if not callable(next_log_probs):
+        raise TypeError(f"next_log_probs must be callable; got {type(next_log_probs).__name__}")
+    check_int(batch_size, "batch_size")
+    check_int(beam_size, "beam_size")
+    check_int(max_new_tokens, "max_new_tokens")
+    for name, value in ids.items():
+        check_int(value, name, minimum=0)
+    check_float(length_penalty, "length_penalty")
+
+
+def _check_log_probs(log_probs, rows: int) -> None:
+    """Check what ``next_log_probs`` returned: a float tensor of one row per hypothesis."""
+    check_tensor(log_probs, "next_log_probs(tokens)", ndim=2)
+    if log_probs.shape[0] != rows or log_probs.shape[1] == 0:
+        raise ValueError(f"next_log_probs(tokens) must be ({rows}, V), V > 0, one row per "
+                         f"row of tokens; got shape {tuple(log_probs.shape)}")  # fmt: skip
+
+
+def _penalised(sums: Tensor, lengths, length_penalty: float) -> Tensor:
+    """The score ``sums / lengths ** length_penalty``, refused where a finite, non-zero sum's
+    score is not: a large ``|length_penalty|`` makes the penalty or the score overflow (or
+    vanish), and the scores would be infinite or 0, their ranking lost."""
+    if isinstance(lengths, Tensor):
+        penalty = lengths.to(sums.dtype) ** length_penalty
+    else:
+        try:
+            penalty = lengths**length_penalty
+        except OverflowError:  # a Python float has no room for it either
+            penalty = math.inf
+    score = sums / penalty
+    lost = sums.isfinite() & (sums != 0) & ~(score.isfinite() & (score != 0))
+    if lost.any():
+        sum_, length = sums[lost][0].item(), lengths if isinstance(lengths, int) else None
+        length = int(lengths[lost][0]) if length is None else length
+        raise ValueError(
+            f"length_penalty={length_penalty!r} takes a score out of {sums.dtype}'s range (the "
+            f"sum {sum_:.4g} of {length} tokens divided by {length}**{length_penalty!r}); use "
+            "a length_penalty nearer 0, such as 1.0"
+        )
+    return score
 
 
 def greedy_search(
@@ -61,8 +109,11 @@ def greedy_search(
         >>> tokens.tolist()
         [[0, 2, 2, 2]]
     """
+    ids = {"bos_id": bos_id, "eos_id": eos_id, "pad_id": pad_id}
+    _check_search(next_log_probs, batch_size, 1, max_new_tokens, ids, length_penalty)
     tokens = torch.full((batch_size, 1), bos_id, device=device)  # (N, 1)
     log_probs = next_log_probs(tokens)  # (N, V)
+    _check_log_probs(log_probs, batch_size)
     dtype = log_probs.dtype
     sums = torch.zeros(batch_size, device=device, dtype=dtype)  # (N,) log-probability so far
     lengths = torch.zeros(batch_size, dtype=torch.long, device=device)  # tokens, EOS included
@@ -78,7 +129,7 @@ def greedy_search(
         tokens = torch.cat([tokens, token[:, None]], dim=1)  # (N, t + 1)
         if ended.all():
             break
-    return tokens, sums / lengths.to(dtype) ** length_penalty
+    return tokens, _penalised(sums, lengths, length_penalty)
 
 
 def beam_search(
@@ -133,9 +184,14 @@ def beam_search(
         >>> tokens.tolist()  # [0, 1] and [0, 2, 1] ended first (2 beams): the better is kept
         [[0, 2, 1]]
     """
+    ids = {"bos_id": bos_id, "eos_id": eos_id, "pad_id": pad_id}
+    _check_search(next_log_probs, batch_size, beam_size, max_new_tokens, ids, length_penalty)
+    if reorder is not None and not callable(reorder):
+        raise TypeError(f"reorder must be callable or None; got {type(reorder).__name__}")
     N, B = batch_size, beam_size
     tokens = torch.full((N * B, 1), bos_id, device=device)  # (N B, 1)
     log_probs = next_log_probs(tokens)  # (N B, V)
+    _check_log_probs(log_probs, N * B)
     dtype, V = log_probs.dtype, log_probs.shape[-1]
     sums = torch.full((N, B), -math.inf, device=device, dtype=dtype)  # (N, B)
     sums[:, 0] = 0.0  # one live hypothesis at first: the others would repeat it
@@ -162,7 +218,7 @@ def beam_search(
         ends = (token[:, :B] == eos_id) & top[:, :B].isfinite()  # (N, B)
         ends &= ends.cumsum(dim=1) <= (B - ended)[:, None]
         ended += ends.sum(dim=1)
-        ended_scores = (top[:, :B] / t**length_penalty).masked_fill(~ends, -math.inf)  # (N, B)
+        ended_scores = _penalised(top[:, :B].masked_fill(~ends, -math.inf), t, length_penalty)
         score, which = ended_scores.max(dim=1)  # (N,)
         row = rows.gather(1, which[:, None])[:, 0]  # (N,)
         record(score, torch.cat([tokens[row], torch.full_like(row[:, None], eos_id)], 1))
@@ -177,6 +233,6 @@ def beam_search(
         if (ended >= B).all():
             break
     else:  # the sources still searching end their live hypotheses here, without EOS
-        score, which = (sums / max_new_tokens**length_penalty).max(dim=1)  # (N,)
+        score, which = _penalised(sums, max_new_tokens, length_penalty).max(dim=1)  # (N,)
         record(score.masked_fill(ended >= B, -math.inf), tokens[first[:, 0] + which])
     return best[:, : 1 + int(best_lengths.max())], best_scores

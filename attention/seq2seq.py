@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from ._checks import (
     check_batch_lengths,
     check_bool,
+    check_embed,
     check_factory,
     check_float,
     check_int,
@@ -124,8 +125,10 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
                             ("num_encoder_layers", num_encoder_layers), ("max_len", max_len),
-                            ("num_decoder_layers", num_decoder_layers)):  # fmt: skip
+                            ("num_decoder_layers", num_decoder_layers),
+                            ("ffn_dim", ffn_dim)):  # fmt: skip
             check_int(value, name)
+        check_embed(embed_dim, num_heads)  # before a block draws its first weights
         check_token_id(pad_id, "pad_id", min(src_vocab_size, tgt_vocab_size))
         check_factory(device, dtype)
         factory = {"device": device, "dtype": dtype}
@@ -328,12 +331,14 @@ class Seq2SeqTransformer(nn.Module):
             \text{score}(y) = \frac{1}{|y|^{\alpha}} \sum_{t=1}^{|y|} \log p(y_t \mid y_{<t}, x)
 
         with :math:`\alpha` = ``length_penalty`` (0: the sum, which favours short outputs; 1:
-        the mean). Greedy decoding takes the most likely token at each step. Beam search
-        extends the ``beam_size`` hypotheses of highest summed log-probability; as in fairseq,
-        an EOS among the ``beam_size`` best candidates ends a hypothesis, a source stops when
-        ``beam_size`` have ended, and its output is the ended hypothesis of best score. With
-        ``beam_size=1`` it is greedy decoding. A wider beam is not guaranteed to score better;
-        a beam that keeps every hypothesis finds the best output.
+        the mean; one so large in magnitude that a score leaves the model's dtype is a
+        ``ValueError``, as in :mod:`attention.search`). Greedy decoding takes the most likely
+        token at each step. Beam search extends the ``beam_size`` hypotheses of highest summed
+        log-probability; as in fairseq, an EOS among the ``beam_size`` best candidates ends a
+        hypothesis, a source stops when ``beam_size`` have ended, and its output is the ended
+        hypothesis of best score. With ``beam_size=1`` it is greedy decoding. A wider beam is
+        not guaranteed to score better; a beam that keeps every hypothesis finds the best
+        output.
 
         Args:
             src (Tensor): :math:`(N, S)` integer ids.

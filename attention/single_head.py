@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from ._checks import check_bool, check_features, check_int, check_mask
+from ._checks import check_bool, check_factory, check_features, check_int, check_mask
 from .functional import scaled_dot_product_attention
 
 __all__ = ["SelfAttention"]
@@ -38,6 +38,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         check_int(embed_dim, "embed_dim")
         check_bool(bias, "bias")
+        check_factory(device, dtype)
         self.embed_dim = embed_dim
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)

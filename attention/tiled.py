@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import check_bool, check_int
+from ._checks import check_bool, check_int, check_int_tensor
 from .functional import (
     _check_qkv,
     accumulation_dtype,
@@ -59,6 +59,14 @@ def tiles(L: int, S: int, q_block: int, k_block: int, *, q_pos=None, k_pos=None)
         ...  tiles(4, 4, 2, 2, q_pos=torch.arange(4), k_pos=torch.arange(4))]
         [(0, 2, 0, 2), (2, 4, 0, 2), (2, 4, 2, 4)]
     """
+    for name, n in (("L", L), ("S", S), ("q_block", q_block), ("k_block", k_block)):
+        check_int(n, name, minimum=0 if name in ("L", "S") else 1)
+    if (q_pos is None) != (k_pos is None):
+        raise ValueError("q_pos and k_pos must be given together (positions) or both be None")
+    if q_pos is not None:
+        for name, pos, n in (("q_pos", q_pos, L), ("k_pos", k_pos, S)):
+            if len(check_int_tensor(pos, name, lists=False, ndims=(1,))) != n:
+                raise ValueError(f"{name} must hold one position per row ({n}); got {len(pos)}")
     found = []
     for q0 in range(0, L, q_block):
         for k0 in range(0, S, k_block):
@@ -174,6 +182,13 @@ def blockwise_attention(
         >>> torch.allclose(out, expected, atol=1e-6)
         True
     """
+    batch, scale = _check_qkv(query, key, value, scale)
+    if not isinstance(tile_list, list) or not all(
+        isinstance(t, tuple) and len(t) == 3 and all(isinstance(s, slice) for s in t[:2])
+        for t in tile_list
+    ):
+        raise TypeError("tile_list must be a list of (rows, columns, mask) tiles from tiles(); "
+                        f"got {tile_list!r:.60}")  # fmt: skip
     return _BlockwiseAttention.apply(query, key, value, scale, tile_list)
 
 

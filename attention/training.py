@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_int, check_positive
+from ._checks import check_float, check_int, check_positive, check_tensor, check_tokens
 from .repro import num_threads
 
 __all__ = [
@@ -73,12 +73,13 @@ def train(
 
     Args:
         model (nn.Module): the model, put in training mode.
-        batches (Iterable): at least ``steps`` batches, in the form ``loss_fn`` takes.
+        batches (Iterable): at least ``steps`` batches (fewer is a ``ValueError``), in the
+            form ``loss_fn`` takes.
         loss_fn (Callable): ``(model, batch) -> (loss, measured)``, ``measured`` a dict of
             numbers to record for the step.
         steps (int): the number of steps.
         lr (float): the peak learning rate.
-        weight_decay (float): AdamW's weight decay. Default: ``0.01``.
+        weight_decay (float): AdamW's weight decay, at least 0. Default: ``0.01``.
         threads (int, optional): CPU threads while training. Default: ``1`` (``None`` keeps the
             current count).
         after_step (Callable, optional): called with each step's record, to log or evaluate
@@ -97,25 +98,51 @@ def train(
         >>> [row["step"] for row in train(model, data, loss_fn, steps=3, lr=0.1)]
         [1, 2, 3]
     """
-    check_int(steps, "steps")
-    check_positive(lr, "lr")
+    _check_train(model, batches, loss_fn, steps, lr, weight_decay, threads, after_step)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps)
-    history, start = [], time.perf_counter()
+    history, start, was_training = [], time.perf_counter(), model.training
     with num_threads(threads or torch.get_num_threads()):
         model.train()
-        for step, batch in zip(range(1, steps + 1), batches, strict=False):
-            loss, measured = loss_fn(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            row = {"step": step, "loss": loss.item(), **measured}
-            row["seconds"] = time.perf_counter() - start
-            history.append(row)
-            if after_step is not None:
-                after_step(row)
+        try:
+            for step, batch in zip(range(1, steps + 1), batches, strict=False):
+                loss, measured = loss_fn(model, batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                row = {"step": step, "loss": loss.item(), **measured}
+                row["seconds"] = time.perf_counter() - start
+                history.append(row)
+                if after_step is not None:
+                    after_step(row)
+        except BaseException:  # a refused batch (bad ids): the mode is restored
+            model.train(was_training)
+            raise
+    if len(history) < steps:
+        raise ValueError(f"batches ran out after {len(history)} of steps={steps} steps")
     return history
+
+
+def _check_train(model, batches, loss_fn, steps, lr, weight_decay, threads, after_step) -> None:
+    """The checks of :func:`train`, before any step."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
+    if not isinstance(batches, Iterable):
+        raise TypeError(f"batches must be an iterable of batches; got {type(batches).__name__}")
+    after = callable if after_step is None else after_step  # None: nothing to call
+    for name, f in (("loss_fn", loss_fn), ("after_step", after)):
+        if not callable(f):
+            raise TypeError(f"{name} must be callable; got {type(f).__name__}")
+    check_int(steps, "steps")
+    check_positive(lr, "lr")
+    check_float(weight_decay, "weight_decay")
+    if weight_decay < 0 or lr > torch.finfo(torch.float32).max:  # AdamW's step would overflow
+        raise ValueError("weight_decay must be non-negative and lr fit in float32; got "
+                         f"weight_decay={weight_decay!r}, lr={lr!r}")  # fmt: skip
+    check_int(1 if threads is None else threads, "threads")  # None: the current count
+    if hasattr(batches, "__len__") and len(batches) < steps:
+        raise ValueError(f"batches must hold at least steps={steps} batches; got {len(batches)}")
 
 
 def _check_examples(tokens, labels) -> None:
@@ -124,10 +151,10 @@ def _check_examples(tokens, labels) -> None:
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
     if labels.dim() != 1 or len(labels) != len(tokens):
-        raise ValueError(
-            f"labels must be 1-D with one label per sequence of tokens ({len(tokens)}); "
-            f"got shape {tuple(labels.shape)}"
-        )
+        raise ValueError(f"labels must be 1-D with one label per sequence of tokens "
+                         f"({len(tokens)}); got shape {tuple(labels.shape)}")  # fmt: skip
+    if labels.device != tokens.device:
+        raise ValueError(f"labels must be on tokens' device ({tokens.device}); got {labels.device}")
     if len(tokens) == 0:
         raise ValueError("tokens must hold at least one sequence; got 0")
 
@@ -203,6 +230,10 @@ def train_classifier(
         [1, 2]
     """
     _check_examples(tokens, labels)
+    if val is not None:
+        if not (isinstance(val, (tuple, list)) and len(val) == 2):
+            raise TypeError(f"val must be a pair (tokens, labels) or None; got {val!r:.60}")
+        _check_examples(*val)
     check_int(epochs, "epochs")
     check_int(batch_size, "batch_size")
     check_int(seed, "seed", minimum=0)
@@ -231,20 +262,18 @@ def train_classifier(
     history = []
     for epoch, measured in enumerate(epochs_done, 1):
         rows = steps[(epoch - 1) * per_epoch : epoch * per_epoch]
-        history.append(
-            {
-                "epoch": epoch,
-                "loss": sum(r["loss"] * r["size"] for r in rows) / len(tokens),
-                "train_acc": sum(r["correct"] for r in rows) / len(tokens),
-                **measured,
-                "seconds": rows[-1]["seconds"],
-            }
-        )
+        loss = sum(r["loss"] * r["size"] for r in rows) / len(tokens)
+        correct = sum(r["correct"] for r in rows) / len(tokens)
+        history.append({"epoch": epoch, "loss": loss, "train_acc": correct, **measured,
+                        "seconds": rows[-1]["seconds"]})  # fmt: skip
     return history
 
 
 def token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
     """Per-token cross-entropy of the logits at positions 0..L-2 against tokens 1..L-1.
+
+    Every target must be an id in :math:`[0, V)`: cross-entropy's ``ignore_index`` (-100)
+    would score 0 silently, so it is refused like any other id outside the vocabulary.
 
     Args:
         logits (Tensor): the predictions at every position.
@@ -263,7 +292,12 @@ def token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
         >>> token_losses(torch.zeros(1, 3, 4), torch.tensor([[0, 1, 2]]))  # uniform: log 4
         tensor([[1.3863, 1.3863]])
     """
+    check_tensor(logits, "logits", ndim=3)
     N, L, V = logits.shape
+    check_tokens(tokens, V, L, device=logits.device)
+    if tokens.shape != (N, L) or L < 2:
+        raise ValueError(f"tokens must be (N, L) = {(N, L)} as logits, L >= 2 (a prediction "
+                         f"and its target); got {tuple(tokens.shape)}")  # fmt: skip
     predicted = logits[:, :-1].reshape(-1, V)  # (N (L - 1), V)
     losses = F.cross_entropy(predicted, tokens[:, 1:].reshape(-1), reduction="none")
     return losses.view(N, L - 1)  # (N, L - 1)
@@ -337,8 +371,8 @@ def train_lm(
 
     Returns:
         list[dict]: per step, ``step``, ``loss`` (the batch's mean), ``first_half`` and
-        ``second_half`` (the batch's mean over targets ``1 .. T - 1`` and ``T + 1 .. L - 1``)
-        and ``seconds`` since the start. The model is left in training mode.
+        ``second_half`` (means over targets ``1 .. T - 1`` and ``T + 1 .. L - 1``, when
+        ``L >= 4``) and ``seconds`` since the start. The model is left in training mode.
 
     Examples::
 
@@ -351,6 +385,9 @@ def train_lm(
     """
     if not isinstance(tokens, Tensor) or tokens.dim() != 2:
         raise TypeError("tokens must be a 2-D (N, L) tensor of token ids")
+    if tokens.shape[0] == 0 or tokens.shape[1] < 2:
+        raise ValueError("tokens must hold at least one sequence of at least 2 tokens (a "
+                         f"prediction and its target); got {tuple(tokens.shape)}")  # fmt: skip
     check_int(batch_size, "batch_size")
     check_int(seed, "seed", minimum=0)
     g = torch.Generator().manual_seed(seed)
@@ -367,7 +404,7 @@ def train_lm(
             "first_half": losses[:, : half - 1].mean().item(),
             "second_half": losses[:, half:].mean().item(),
         }
-        return losses.mean(), halves
+        return losses.mean(), (halves if half >= 2 else {})  # L < 4: a half would be empty
 
     return train(model, batches(), loss_fn, steps=steps, lr=lr, weight_decay=weight_decay)
 
@@ -394,6 +431,13 @@ def format_history(history: list[dict], *, every: int = 1, keys: tuple[str, ...]
         step    3  loss 0.3333  (0.3 s)
     """
     check_int(every, "every")
+    if not isinstance(keys, (tuple, list)) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"keys must be a tuple of str; got {keys!r:.60}")
+    for row in history if isinstance(history, list) else [history]:  # records of train
+        if not (isinstance(row, dict) and {"loss", "seconds", *keys} <= row.keys()
+                and row.keys() & {"step", "epoch"}):  # fmt: skip
+            raise ValueError("history must be a list of records with step or epoch, loss, "
+                             f"seconds and {keys}; got {row!r:.60}")  # fmt: skip
     lines = []
     for i, row in enumerate(history, 1):
         if i % every and i != len(history):

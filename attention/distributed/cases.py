@@ -201,6 +201,26 @@ def command_worker(rank: int, world_size: int, options: dict) -> dict:
     The output is checked when the whole sequence fits in memory on every rank, the forward
     pass (and the backward pass with ``--backward``) is timed, counted and its peak memory
     measured, by the function :func:`run_cases` runs each case with.
+
+    Args:
+        rank (int): this process's rank.
+        world_size (int): the number of processes.
+        options (dict): the command's options (``strategy``, ``seq_len``, ``heads``,
+            ``head_dim``, ``batch``, ``causal``, ``zigzag``, ``backward``, ``dtype``,
+            ``check``, ``seed``) and the ``device``.
+
+    Returns:
+        dict: what this rank measured, as a result of :func:`run_cases`.
+
+    Examples::
+
+        >>> from attention.distributed import spawn
+        >>> options = {"strategy": "ring", "seq_len": 64, "heads": 2, "head_dim": 8,
+        ...            "batch": 1, "causal": True, "zigzag": True, "backward": False,
+        ...            "dtype": "float64", "check": True, "seed": 0, "device": "cpu"}
+        >>> first, _ = spawn(command_worker, options, nproc=2)  # doctest: +SKIP
+        >>> first["error_out"] < 1e-12  # doctest: +SKIP
+        True
     """
     N, H, L, D = options["batch"], options["heads"], options["seq_len"], options["head_dim"]
     itemsize = torch.empty((), dtype=getattr(torch, options["dtype"])).element_size()

@@ -513,29 +513,6 @@ def test_an_api_page_describes_itself_by_its_objects_summary(html_dir: Path):
     assert not wrong, "\n".join(wrong)
 
 
-def test_every_module_of_the_package_has_an_api_page(html_dir: Path):
-    import pkgutil
-
-    import attention
-
-    modules = ["attention." + m.name for m in pkgutil.iter_modules(attention.__path__)]
-    modules = [m for m in modules if not m.rsplit(".", 1)[1].startswith("_")]
-    missing = [m for m in modules if not (html_dir / "generated" / f"{m}.html").is_file()]
-    # Modules whose every name has a page of its own need no module page.
-    import importlib
-
-    def covered(module: str) -> bool:
-        names = getattr(importlib.import_module(module), "__all__", [])
-        return bool(names) and all(
-            (html_dir / "generated" / f"attention.{n}.html").is_file()
-            or (html_dir / "generated" / f"{module}.{n}.html").is_file()
-            for n in names
-        )
-
-    missing = [m for m in missing if not covered(m)]
-    assert not missing, f"modules without an API page: {missing}"
-
-
 def test_a_name_with_its_own_page_is_not_documented_again_on_its_module_page(html_dir: Path):
     masks = html(html_dir / "generated" / "attention.masks.html")
     assert 'id="attention.masks.to_torch_attn_mask"' in masks

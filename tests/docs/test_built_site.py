@@ -5,30 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import public_api  # tests/public_api.py: conftest.py imported docbuild, which puts tests/ first
 import pytest
 from docbuild import gallery_scripts
 
 import attention
 
-#: The modules documented whole, each on a page of its own.
-DOCUMENTED_MODULES = (
-    "attention.masks",
-    "attention.functional",
-    "attention.tiled",
-    "attention.decoder",
-    "attention.cache",
-    "attention.language_model",
-    "attention.seq2seq",
-    "attention.search",
-    "attention.flex",
-    "attention.distributed",
-    "attention.data",
-    "attention.training",
-    "attention.recipes",
-    "attention.ablation",
-    "attention.repro",
-    "attention.measure",
-)
+#: Every public module directly under ``attention`` (a subpackage stands for its modules),
+#: found from the package: each is documented whole on a page of its own, or name by name.
+PUBLIC_MODULES = public_api.public_modules(top_level=True)
+
 #: A script or a stylesheet (icon, preload, ...) loaded from another site. The canonical link
 #: and the page in the other language (``<link rel="canonical">``, ``<link rel="alternate"
 #: hreflang=...>``, the site's own addresses) are no assets: the browser loads nothing.
@@ -39,14 +25,29 @@ _REMOTE_ASSET = re.compile(
 )
 
 
-@pytest.mark.parametrize("name", [*attention.__all__, *DOCUMENTED_MODULES])
-def test_every_public_name_has_an_api_page(html_dir: Path, name: str):
-    full = name if name.startswith("attention.") else f"attention.{name}"
+def _documents(html_dir: Path, full: str, anchor: str) -> bool:
     page = html_dir / "generated" / f"{full}.html"
-    assert page.is_file(), f"no API page for {full}"
-    text = page.read_text(encoding="utf-8")
-    anchor = f"module-{full}" if name in DOCUMENTED_MODULES else full
-    assert f'id="{anchor}"' in text, f"{page.name} does not document {full}"
+    return page.is_file() and f'id="{anchor}"' in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", attention.__all__)
+def test_every_public_name_has_an_api_page(html_dir: Path, name: str):
+    full = f"attention.{name}"
+    assert _documents(html_dir, full, full), f"no API page documents {full}"
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC_MODULES))
+def test_every_public_module_is_documented_whole_or_name_by_name(html_dir, module_name):
+    module = PUBLIC_MODULES[module_name]
+    if isinstance(module, str):
+        pytest.skip(module)  # the reason: a missing optional dependency
+    if (html_dir / "generated" / f"{module_name}.html").is_file():
+        assert _documents(html_dir, module_name, f"module-{module_name}"), module_name
+        return
+    for name in module.__all__:  # no page of its own: a page for each of its names
+        reexported = getattr(attention, name, None) is getattr(module, name)
+        full = f"attention.{name}" if reexported else f"{module_name}.{name}"
+        assert _documents(html_dir, full, full), f"{module_name}: no API page documents {full}"
 
 
 def test_api_pages_list_the_examples_that_use_them(html_dir: Path):

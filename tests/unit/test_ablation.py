@@ -65,3 +65,19 @@ def test_bad_ablations_are_refused(attn, head, kwargs, error, message):
     module = MultiHeadAttention(12, 3) if attn == "mha" else torch.nn.Linear(2, 2)
     with pytest.raises(error, match=message), head_ablated(module, head, **kwargs):
         pass
+
+
+def test_mean_head_outputs_refuses_an_attention_the_model_does_not_run():
+    # An attention of another model failed inside torch.cat, on an empty list of outputs.
+    model = DecoderLM(10, embed_dim=8, num_heads=2, num_layers=1, max_len=4).train()
+    other = DecoderLM(10, embed_dim=8, num_heads=2, num_layers=1, max_len=4)
+    tokens = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"attn must be a module of model"):
+        mean_head_outputs(model, other.blocks[0].self_attn, tokens)
+    with pytest.raises(TypeError, match=r"model must be an nn.Module; got function"):
+        mean_head_outputs(lambda t: t, model.blocks[0].self_attn, tokens)
+    # A module of the model that this call does not reach.
+    model.spare = CausalSelfAttention(8, 2)
+    with pytest.raises(ValueError, match=r"attn did not run during model\(\*inputs\)"):
+        mean_head_outputs(model, model.spare, tokens)
+    assert model.training

@@ -104,3 +104,21 @@ def test_transformer_block_from_torch_refuses_gelu(activation):
     layer = nn.TransformerEncoderLayer(E, H, 32, activation=activation, batch_first=True)
     with pytest.raises(ValueError, match=r"relu.*(?i:gelu)"):
         TransformerBlock.from_torch(layer)
+
+
+FACTORY_CASES = [
+    ({"dtype": torch.int32}, TypeError, r"dtype must be a floating-point dtype; got torch.int32"),
+    ({"dtype": "float32"}, TypeError, r"dtype must be a torch.dtype"),
+    ({"device": "bogus"}, ValueError, r"device must name a device such as 'cpu'; got 'bogus'"),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, message", FACTORY_CASES)
+@pytest.mark.parametrize("make", [lambda **kw: TransformerBlock(16, 4, **kw),
+                                  lambda **kw: FeedForward(16, 32, **kw)],
+                         ids=["TransformerBlock", "FeedForward"])  # fmt: skip
+def test_a_bad_dtype_or_device_is_refused_by_name(make, kwargs, error, message):
+    # "Only Tensors of floating point and complex dtype can require gradients" and torch's raw
+    # device error came from inside nn.Linear (TransformerDecoderBlock already checked both).
+    with pytest.raises(error, match=message):
+        make(**kwargs)

@@ -178,7 +178,7 @@ def test_bad_input_is_refused_with_a_message():
         encode_sources(["2021/3/3"], 4)
     with pytest.raises(ValueError, match=r"outside SOURCE_VOCAB in texts: \['\?'\]"):
         encode_sources(["3?"])
-    with pytest.raises(ValueError, match="targets must all have the same length"):
+    with pytest.raises(ValueError, match="texts must all have one length"):
         encode_targets(["2021-03-03", "2021-3-3"])
     with pytest.raises(ValueError, match=r"outside TARGET_VOCAB in '2021/03/03'"):
         encode_targets(["2021/03/03"])
@@ -193,3 +193,25 @@ def test_fields_name_the_parts_of_a_date():
     for format in FORMATS:
         _, spans = write_date(datetime.date(1987, 11, 29), format)
         assert {"year", "month", "day"} <= set(spans)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        # A bad template was checked only if drawn: n = 0 returned [].
+        (lambda: make_dates(0, formats=("{bogus}",)), ValueError, r"format fields must be"),
+        (lambda: make_dates(5, formats=FORMATS + ("{d}%",)), ValueError, r"outside SOURCE_VOC"),
+        (lambda: make_dates(0, formats=(3,)), TypeError, r"format must be a str; got int"),
+        # 1e-9 held out 0 days, 0.9999999 left 0 training days.
+        (lambda: split_dates(held_out=1e-9), ValueError, r"holds out 0 of the 36525 days"),
+        (lambda: split_dates(held_out=0.9999999), ValueError, r"holds out 36525 of the"),
+        # "'int' object is not iterable" and NotImplementedError from inside.
+        (lambda: encode_sources(5), TypeError, r"texts must be a list of str"),
+        (lambda: encode_targets(5), TypeError, r"texts must be a list of str"),
+        (lambda: decode_target(torch.zeros(3, dtype=torch.long, device="meta")), ValueError,
+         r"ids must hold values"),
+    ],
+)  # fmt: skip
+def test_bad_input_found_by_probing_is_refused_by_name(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

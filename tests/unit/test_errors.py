@@ -612,3 +612,11 @@ def test_accuracy_restores_the_training_flag_when_forward_raises():
 def test_count_parameters_of_something_else():
     with pytest.raises(TypeError, match=r"module must be an nn.Module; got list"):
         count_parameters([nn.Linear(2, 2)])
+
+
+def test_sampling_distribution_over_no_tokens_is_refused():
+    # amax over an empty last dimension raised IndexError from inside torch.
+    from attention.language_model import sampling_distribution
+
+    with pytest.raises(ValueError, match=r"logits must score at least one token \(V >= 1\)"):
+        sampling_distribution(torch.zeros(2, 0))

@@ -94,6 +94,19 @@ def test_every_functional_path_agrees_near_the_range_of_the_format(low):
         torch.testing.assert_close(out.double(), reference, atol=3e-2, rtol=3e-2, msg=name)
 
 
+def test_scaled_scores_beyond_the_half_range_stay_finite_like_torch():
+    # Every scaled score 100 * 100 * 64 / 8 = 80000 > 65504: formed in float16 they were inf and
+    # the softmax NaN, while PyTorch's math path forms them in float32 and stays finite.
+    q = torch.full((1, 4, 64), 100.0, dtype=torch.float16)
+    v = torch.randn(1, 4, 64).half()
+    expected = F.scaled_dot_product_attention(q.double(), q.double(), v.double())
+    out, weights = scaled_dot_product_attention(q, q, v)
+    assert out.dtype == weights.dtype == torch.float16
+    assert F.scaled_dot_product_attention(q, q, v).isfinite().all()
+    torch.testing.assert_close(out.double(), expected, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(weights.double(), torch.full((1, 4, 4), 0.25).double())
+
+
 # --- shared key/value heads and an additive bias ---------------------------------------------
 
 

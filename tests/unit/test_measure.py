@@ -138,3 +138,48 @@ def test_closing_an_inner_measurement_leaves_an_equal_outer_one_open(monkeypatch
     inner = []
     extra = peak_memory(lambda: inner.append(peak_memory(lambda: None)))
     assert inner == [100] and extra == 100 and not measure._OPEN
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        # rounds 0 and -1 raised IndexError, a NaN min_run_time hung, "0.01" failed comparing.
+        ({"rounds": 0}, ValueError, r"rounds must be at least 1; got 0"),
+        ({"rounds": -1}, ValueError, r"rounds must be at least 1; got -1"),
+        ({"rounds": 1.0}, TypeError, r"rounds must be an int"),
+        ({"min_run_time": float("nan")}, ValueError, r"min_run_time must be a positive finite"),
+        ({"min_run_time": 0.0}, ValueError, r"min_run_time must be a positive finite"),
+        ({"min_run_time": "0.01"}, TypeError, r"min_run_time must be a positive finite"),
+        ({"device": "bogus"}, ValueError, r"device must name a device"),
+    ],
+)
+def test_bad_timer_settings_are_refused_before_anything_runs(kwargs, error, message):
+    calls = []
+    for call in (
+        lambda: compare({"f": lambda: calls.append(1)}, **kwargs),
+        lambda: time_it(lambda: calls.append(1), **kwargs),
+    ):
+        with pytest.raises(error, match=message):
+            call()
+    assert not calls
+
+
+def test_bad_candidates_are_refused():
+    with pytest.raises(TypeError, match=r"cases\['a'\] must be callable; got int"):
+        compare({"a": 3})
+    with pytest.raises(TypeError, match=r"cases must be a dict"):
+        compare([lambda: None])
+    with pytest.raises(TypeError, match=r"fn must be callable; got str"):
+        time_it("x @ x")
+    with pytest.raises(TypeError, match=r"fn must be callable; got int"):
+        peak_memory(3)
+
+
+def test_round_ratios_refuses_a_baseline_of_zero_and_timings_of_other_compares():
+    # A zero baseline raised ZeroDivisionError.
+    with pytest.raises(ValueError, match=r"baseline rounds above 0 s"):
+        round_ratios(Timing(1.0, 0.0, 2, (1.0, 1.0)), Timing(0.0, 0.0, 2, (0.0, 1.0)))
+    with pytest.raises(ValueError, match=r"as many rounds"):
+        round_ratios(Timing(1.0, 0.0, 2, (1.0, 1.0)), Timing(1.0, 0.0, 3, (1.0, 1.0, 1.0)))
+    with pytest.raises(TypeError, match=r"baseline must be a Timing; got float"):
+        round_ratios(Timing(1.0, 0.0, 2, (1.0, 1.0)), 1.0)

@@ -215,3 +215,17 @@ def test_every_module_path_agrees_near_the_range_of_the_format(low):
             out, _ = module(x, need_weights=need_weights)
             assert out.isfinite().all(), (cls.__name__, need_weights)
             torch.testing.assert_close(out.double(), expected, rtol=2e-2, atol=0.0)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, FusedMultiHeadAttention])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"dtype": torch.int32}, TypeError, r"dtype must be a floating-point dtype"),
+        ({"device": "bogus"}, ValueError, r"device must name a device such as 'cpu'"),
+    ],
+)
+def test_a_bad_dtype_or_device_is_refused_by_name(cls, kwargs, error, message):
+    # Both failed inside nn.Linear with torch's own words, naming neither argument.
+    with pytest.raises(error, match=message):
+        cls(16, 4, **kwargs)

@@ -70,3 +70,68 @@ def test_beam_search_asks_its_caller_to_reorder_the_rows():
     assert calls and all(r.shape == (6,) for r in calls)
     # Each source's beams continue rows of the same source.
     assert all(((r // 3) == torch.arange(6) // 3).all() for r in calls)
+
+
+SEARCHES = {
+    "greedy": lambda f, n, **kw: greedy_search(f, n, **kw),
+    "beam": lambda f, n, **kw: beam_search(f, n, 2, **kw),
+}
+GOOD = {"max_new_tokens": 4, "bos_id": BOS, "eos_id": EOS, "pad_id": PAD}
+BAD_ARGUMENTS = {
+    # Each of these returned something (NaN or -inf scores, float tokens, a silent output) or
+    # failed inside torch before it was checked.
+    "max_new_tokens 0": ({"max_new_tokens": 0}, ValueError, "max_new_tokens"),
+    "bos_id float": ({"bos_id": 0.5}, TypeError, "bos_id"),
+    "eos_id negative": ({"eos_id": -1}, ValueError, "eos_id"),
+    "pad_id bool": ({"pad_id": True}, TypeError, "pad_id"),
+    "length_penalty nan": ({"length_penalty": math.nan}, ValueError, "length_penalty"),
+    "length_penalty str": ({"length_penalty": "1"}, TypeError, "length_penalty"),
+}
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("case", BAD_ARGUMENTS, ids=list(BAD_ARGUMENTS))
+def test_bad_search_arguments_are_refused_before_the_model_is_called(search, case):
+    changes, error, match = BAD_ARGUMENTS[case]
+    calls = []
+    with pytest.raises(error, match=match):
+        SEARCHES[search](calls.append, 2, **{**GOOD, **changes})
+    assert not calls
+
+
+def test_bad_sizes_and_callables_are_refused_before_the_model_is_called():
+    calls = []
+    for call, error, match in [
+        (lambda: greedy_search(calls.append, 0, **GOOD), ValueError, "batch_size"),
+        (lambda: beam_search(calls.append, 0, 2, **GOOD), ValueError, "batch_size"),
+        (lambda: beam_search(calls.append, 2, 0, **GOOD), ValueError, "beam_size"),
+        (lambda: beam_search(calls.append, 2, 1.5, **GOOD), TypeError, "beam_size"),
+        (lambda: greedy_search("model", 2, **GOOD), TypeError, "next_log_probs"),
+        (lambda: beam_search(calls.append, 2, 2, reorder=3, **GOOD), TypeError, "reorder"),
+    ]:
+        with pytest.raises(error, match=match):
+            call()
+    assert not calls
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_log_probs_of_the_wrong_shape_are_refused(search):
+    for log_probs in [torch.zeros(3, V), torch.zeros(4), torch.zeros(4, 0)]:
+        with pytest.raises(ValueError, match="next_log_probs"):
+            SEARCHES[search](lambda t, lp=log_probs: lp, 2, **GOOD)
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("alpha", [-50.0, 1000.0])
+def test_a_length_penalty_whose_scores_leave_the_dtype_is_refused(search, alpha):
+    # -50: 6**-50 underflowed, the scores became -inf and beam search returned BOS alone;
+    # 1000: Python's 6 ** 1000 raised OverflowError (beam) or every score became -0 (greedy).
+    next_log_probs, _ = _table_model(0)
+
+    def never_ends(tokens):
+        log_probs = next_log_probs(tokens).float()
+        log_probs[:, EOS] = -math.inf
+        return log_probs
+
+    with pytest.raises(ValueError, match="length_penalty"):
+        SEARCHES[search](never_ends, 2, **{**GOOD, "max_new_tokens": 6, "length_penalty": alpha})

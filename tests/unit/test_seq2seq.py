@@ -507,6 +507,22 @@ def test_generate_restores_the_training_mode_also_on_error():
     assert not model.training
 
 
+@pytest.mark.parametrize("beam_size", [1, 3])
+@pytest.mark.parametrize("alpha", [-50.0, 1000.0])
+def test_a_length_penalty_whose_scores_leave_the_dtype_is_refused(beam_size, alpha):
+    # -50 returned BOS alone scored -inf (beam) or tokens scored -inf (greedy); 1000 raised
+    # OverflowError from Python's t ** 1000: the scores of float32 have no room for either.
+    model = _model(dtype=torch.float32).train()
+    src, _ = _sources()
+    kwargs = {"bos_id": BOS, "eos_id": EOS, "beam_size": beam_size, "length_penalty": alpha}
+    with pytest.raises(ValueError, match=r"length_penalty=.* out of torch.float32's range"):
+        model.generate(src, model.max_len - 1, **kwargs)
+    assert model.training
+    _, scores = model.generate(src, model.max_len - 1, **{**kwargs, "length_penalty": 2.0},
+                               return_scores=True)  # fmt: skip
+    assert scores.isfinite().all() and (scores < 0).all()
+
+
 # --- bad inputs -------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -40,3 +41,11 @@ def test_self_attention_matches_a_one_head_torch_module_before_its_output_projec
     out, weights = attn(x, causal_mask(5))
     assert_close(out, expected)
     assert_close(weights, expected_weights)
+
+
+def test_a_bad_dtype_or_device_is_refused_by_name():
+    # Both failed inside nn.Linear with torch's own words, naming neither argument.
+    with pytest.raises(TypeError, match=r"dtype must be a floating-point dtype"):
+        SelfAttention(16, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"device must name a device such as 'cpu'"):
+        SelfAttention(16, device="bogus")

@@ -198,3 +198,22 @@ def test_tied_scores_near_the_range_keep_the_log_of_their_sum(low):
     out = tiled_attention(q, q, v, block_size=4)
     assert out.dtype == low
     torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("block_size", [2, 4])
+def test_scaled_scores_beyond_the_half_range_give_finite_outputs_and_gradients(block_size):
+    # Scaled scores of 80000 overflowed float16 (largest 65504) when formed in it: output and
+    # gradients were NaN. Formed in float32 they match float64 to float16's rounding.
+    q = torch.full((1, 4, 64), 100.0, dtype=torch.float16, requires_grad=True)
+    v = torch.randn(1, 4, 64).half().requires_grad_()
+    grad_out = torch.randn(1, 4, 64).half()
+    out = tiled_attention(q, q, v, block_size=block_size)
+    grads = torch.autograd.grad(out, (q, v), grad_out)
+    q64, v64 = (x.detach().double().requires_grad_() for x in (q, v))
+    expected = F.scaled_dot_product_attention(q64, q64, v64)
+    expected_grads = torch.autograd.grad(expected, (q64, v64), grad_out.double())
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), expected, atol=2e-3, rtol=2e-3)
+    for grad, reference in zip(grads, expected_grads, strict=True):
+        assert grad.dtype == torch.float16
+        torch.testing.assert_close(grad.double(), reference, atol=2e-2, rtol=2e-2)

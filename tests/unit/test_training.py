@@ -151,3 +151,100 @@ def test_count_parameters():
 def test_train_classifier_refuses_bad_settings(kwargs, error, message):
     with pytest.raises(error, match=message):
         train_classifier(_classifier(), *make_dataset(8), **kwargs)
+
+
+def _linear_loss(model, batch):
+    x, y = batch
+    return F.mse_loss(model(x), y), {}
+
+
+@pytest.mark.parametrize(
+    "val, error, message",
+    [
+        ("short labels", ValueError, r"labels must be 1-D with one label per sequence"),
+        (5, TypeError, r"val must be a pair \(tokens, labels\) or None; got 5"),
+    ],
+)
+def test_train_classifier_checks_val_before_any_update(val, error, message):
+    # Both were found only after the first epoch had updated the weights.
+    tokens, labels = make_dataset(8)
+    if val == "short labels":
+        val = (tokens, labels[:5])
+    model = _classifier()
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(error, match=message):
+        train_classifier(model, tokens, labels, val=val)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_train_refuses_fewer_batches_than_steps():
+    # 3 batches for 10 steps ran 3 steps without a word.
+    data = [(torch.randn(4, 2), torch.randn(4, 1)) for _ in range(3)]
+    model = nn.Linear(2, 1)
+    before = model.weight.detach().clone()
+    with pytest.raises(ValueError, match=r"batches must hold at least steps=10 batches; got 3"):
+        train(model, data, _linear_loss, steps=10, lr=0.1)
+    assert torch.equal(model.weight, before)  # a list has a length: refused before any step
+    with pytest.raises(ValueError, match=r"batches ran out after 3 of steps=10 steps"):
+        train(model, iter(data), _linear_loss, steps=10, lr=0.1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"threads": -1}, ValueError, r"threads must be at least 1; got -1"),
+        ({"threads": 1.5}, TypeError, r"threads must be an int"),
+        ({"weight_decay": "x"}, TypeError, r"weight_decay must be a float; got str"),
+        ({"weight_decay": -0.1}, ValueError, r"weight_decay must be non-negative"),
+        ({"weight_decay": math.inf}, ValueError, r"weight_decay must be finite"),
+        ({"loss_fn": None}, TypeError, r"loss_fn must be callable; got NoneType"),
+        ({"after_step": 0}, TypeError, r"after_step must be callable; got int"),
+        ({"model": "model"}, TypeError, r"model must be an nn.Module; got str"),
+        ({"batches": 3}, TypeError, r"batches must be an iterable of batches; got int"),
+    ],
+)
+def test_train_names_each_bad_argument(kwargs, error, message):
+    # threads=-1 was reported as "n", weight_decay='x' failed in a comparison inside AdamW.
+    model = nn.Linear(2, 1)
+    arguments = {"model": model, "batches": [(torch.randn(4, 2), torch.randn(4, 1))],
+                 "loss_fn": _linear_loss, **kwargs}  # fmt: skip
+    with pytest.raises(error, match=message):
+        train(**arguments, steps=1, lr=0.1)
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (4, 1)])
+def test_train_lm_refuses_sequences_with_nothing_to_predict(shape):
+    # L = 1 logged loss NaN (no target); N = 0 raised a raw RuntimeError from randint.
+    model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+    with pytest.raises(ValueError, match=r"at least one sequence of at least 2 tokens"):
+        train_lm(model, torch.zeros(shape, dtype=torch.long), steps=2)
+
+
+@pytest.mark.parametrize("L", [2, 3, 4])
+def test_train_lm_records_the_halves_only_when_both_hold_targets(L):
+    # L = 2 recorded NaN for both halves (each an empty mean).
+    model = DecoderLM(8, embed_dim=16, num_heads=2, num_layers=1, max_len=8)
+    history = train_lm(model, torch.randint(8, (16, L)), steps=2, batch_size=4)
+    for row in history:
+        assert math.isfinite(row["loss"])
+        assert ("first_half" in row) == (L >= 4)
+        assert all(math.isfinite(v) for v in row.values())
+
+
+@pytest.mark.parametrize(
+    "logits, tokens, error, message",
+    [
+        # -100 is cross-entropy's ignore index: its loss was a silent 0.
+        (torch.zeros(1, 3, 4), torch.tensor([[0, -100, 2]]), ValueError, r"ids must lie in"),
+        (torch.zeros(1, 3, 4), torch.tensor([[0, 4, 2]]), ValueError, r"ids must lie in"),
+        # 2-D logits failed with "not enough values to unpack".
+        (torch.zeros(3, 4), torch.tensor([[0, 1, 2]]), ValueError, r"logits must be 3-D"),
+        (torch.zeros(1, 3, 4), torch.tensor([[0.0, 1, 2]]), TypeError, r"tokens must be an int"),
+        (torch.zeros(1, 3, 4), torch.tensor([[0, 1]]), ValueError, r"tokens must be \(N, L\)"),
+        (torch.zeros(1, 1, 4), torch.tensor([[0]]), ValueError, r"L >= 2"),
+        (torch.zeros(1, 3, 4).long(), torch.tensor([[0, 1, 2]]), TypeError, r"logits must be"),
+    ],
+)
+def test_token_losses_refuses_what_cross_entropy_would_mis_score(logits, tokens, error, message):
+    with pytest.raises(error, match=message):
+        token_losses(logits, tokens)
