@@ -73,7 +73,7 @@ def register_attention(name: str, build: Callable[["DecoderConfig"], nn.Module])
         raise TypeError(f"name must be a non-empty str; got {name!r}")
     if not callable(build):
         raise TypeError(f"build must be callable; got {type(build).__name__}")
-    if name in ATTENTIONS and ATTENTIONS[name] is not build:
+    if name in ATTENTIONS and ATTENTIONS[name] != build:  # bound methods: equal, not one
         raise ValueError(f"an attention named {name!r} is already registered")
     ATTENTIONS[name] = build
 

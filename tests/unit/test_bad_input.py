@@ -46,7 +46,7 @@ from attention import (
 )
 from attention import data as sentiment_data
 from attention.cache import KVCache
-from attention.decoder import CausalSelfAttention, DecoderBlock, DecoderConfig
+from attention.decoder import CausalSelfAttention, DecoderBlock, DecoderConfig, register_attention
 from attention.distributed import (
     all_gather_attention,
     bytes_formula,
@@ -175,6 +175,9 @@ def _calls() -> dict[str, Call]:
             lambda m, **kw: m.new_cache(**kw),
             {"batch_size": 2, "window": 4, "sinks": 1},
             subject=lambda: _lm("rotary"),
+        ),
+        "register_attention": Call(  # the name's own function again: registers nothing new
+            register_attention, {"name": "causal", "build": CausalSelfAttention.from_config}
         ),
         "sampling_distribution": Call(
             sampling_distribution,
@@ -778,6 +781,12 @@ NOT_CALLED = {
     "DateExample": "a record (NamedTuple) of what make_dates wrote",
     "Seq2SeqWeights": "a record (NamedTuple) of a model's attention weights",
     "Timing": "a record (dataclass) of what compare measured",
+    # The decoding-state contract's base: every call reaches it through KVCache's (above).
+    "DecodingState": "an abstract base: KVCache's calls check what it checks",
+    # Calls that take seconds each: their own test files refuse every bad argument.
+    "export_onnx": "traces a model through torch.export: tests/unit/test_export.py",
+    "check_onnx": "runs ONNX Runtime on an exported file: tests/unit/test_export.py",
+    "flash_attention": "runs in Triton's interpreter: tests/unit/test_flash_triton.py",
 }
 
 
