@@ -378,8 +378,8 @@ claim("layer 1: share on the field, over the digits", layer_share[0], above=0.5)
 # Within the year, the last two digits find their characters. For the dates whose year
 # has four digits, the weight of each output digit of the year on each of the year's
 # source characters, for the mean of layer 2's heads: the last two digits (rows ``y3``,
-# ``y4``) point at the characters they copy, on the diagonal, while the century digits
-# put less of their weight on the year at all.
+# ``y4``) point at the characters they copy, on the diagonal, while the century digits,
+# on average over the two, put less of their weight on the year at all.
 
 four = torch.tensor([e.spans["year"][1] - e.spans["year"][0] == 4 for e in held_out])
 start = torch.tensor([e.spans["year"][0] for e in held_out])[four]  # (N4,)
@@ -414,9 +414,9 @@ claim(
     above=0.15,
 )
 claim(
-    "layer 2: century digits less on the year than y3 and y4",
-    on_year[2:].min() - on_year[:2].max(),
-    above=0.0,
+    "layer 2: century digits less on the year than y3 and y4, on their means",
+    on_year[2:].mean() - on_year[:2].mean(),
+    above=0.1,  # >= 0.235 over seeds 0-3, 11, 12, 18, 20-25; y1 alone up to 0.91
 )
 
 # %%
