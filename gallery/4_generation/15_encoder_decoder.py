@@ -191,8 +191,8 @@ pairs = zip(greedy_text, beam_text, targets, strict=True)
 greedy_right, beam_right = torch.tensor([(g == t, b == t) for g, b, t in pairs]).T
 greedy_accuracy, beam_accuracy = greedy_right.float().mean(), beam_right.float().mean()
 print(f"held-out exact match: greedy {greedy_accuracy:.1%}, beam {beam_accuracy:.1%}")
-claim("held-out exact match, greedy", greedy_accuracy, above=0.95)
-claim("held-out exact match, beam search", beam_accuracy, above=0.95)
+claim("held-out exact match, greedy", greedy_accuracy, above=0.9)
+claim("held-out exact match, beam search", beam_accuracy, above=0.9)
 
 # %%
 # By format, greedy:
@@ -222,9 +222,12 @@ print(f"cross-attention weights {tuple(cross.shape)}: N, layers, H, T, S")
 
 # %%
 # The weights of every head of both decoder layers for one held-out date, written
-# day first, so that ISO 8601's order (year, month, day) runs backwards through it.
+# day first, so that ISO 8601's order (year, month, day) runs backwards through it (the
+# shortest such date greedy decoding got right, so that every character is labelled).
 # Source characters run along the bottom (``␣`` a space), the characters the model
-# wrote down the side:
+# wrote down the side; one column per layer, one row per head:
+
+import matplotlib.pyplot as plt
 
 from attention import plot_attention
 
@@ -244,26 +247,46 @@ def first_right(format):
     return next(n for n in range(N) if formats[n] == format and greedy_right[n])
 
 
-n = first_right("the {dth} of {Month} {yyyy}")
+written_day_first = "the {dth} of {Month} {yyyy}"
+day_first = [m for m in range(N) if formats[m] == written_day_first and greedy_right[m]]
+n = min(day_first, key=lambda m: len(held_out[m].source))
 length = len(held_out[n].source)
-fig = plot_attention(
-    cross[n, :, :, :, :length].flatten(0, 1),  # (layers * H, T, S)
-    x_tokens=source_tokens(held_out[n].source),
-    y_tokens=written_tokens(greedy[n]),
-    title=f"Cross-attention of every head writing {held_out[n].target}",
-)
-for panel, axis in enumerate(fig.axes[: num_layers * H]):
-    axis.set_title(f"layer {panel // H + 1}, head {panel % H}")
-    axis.set_xlabel("source character (key)")
-    axis.set_ylabel("written character (query)")
+fig, axes = plt.subplots(
+    H, num_layers, figsize=(8, 9.6), sharex=True, sharey=True,
+    gridspec_kw={"left": 0.08, "right": 0.995, "bottom": 0.12, "top": 0.97,
+                 "wspace": 0.02, "hspace": 0.1},
+)  # fmt: skip
+for layer in range(num_layers):
+    for head in range(H):
+        axis = axes[head, layer]
+        plot_attention(
+            cross[n, layer, head, :, :length],  # (T, S)
+            x_tokens=source_tokens(held_out[n].source),
+            y_tokens=written_tokens(greedy[n]),
+            ax=axis,
+            vmax=1.0,
+            colorbar=False,
+            title=f"layer {layer + 1}, head {head}",
+        )
+        axis.set_aspect("auto")  # fill the grid's cell
+        if head < H - 1:
+            axis.set_xlabel("")
+        if layer > 0:
+            axis.set_ylabel("")
+fig.set_layout_engine("constrained")
+fig.colorbar(
+    axes[0, 0].images[0], ax=axes, orientation="horizontal", shrink=0.5, aspect=30,
+    label="attention weight",
+)  # fmt: skip
+_ = fig.suptitle(f"Cross-attention of every head writing {held_out[n].target}")
 
 # %%
 # Where a row puts its weight, it is mostly on the part of the source that row writes:
 # the year's digits on the year at the end, the month's on the month's name, the day's
-# on ``...th``. Not in every head: some rows look elsewhere, several at the opening
-# ``the``. The alignment runs from the bottom left to the top right, against the
-# source's order. The rows of the dashes and of ``<eos>``, which no source character
-# determines, look wherever.
+# on the day's number and its suffix. Not in every head: some rows look elsewhere,
+# several at the opening ``the``. The alignment runs from the bottom left to the top
+# right, against the source's order. The rows of the dashes and of ``<eos>``, which no
+# source character determines, look wherever.
 #
 # Measured, not eyeballed
 # -----------------------
@@ -354,8 +377,8 @@ claim("layer 1: share on the field, over the digits", layer_share[0], above=0.5)
 # Within the year, the last two digits find their characters. For the dates whose year
 # has four digits, the weight of each output digit of the year on each of the year's
 # source characters, for the mean of layer 2's heads: the last two digits (rows ``y3``,
-# ``y4``) point at the characters they copy, on the diagonal, while the century digits
-# put less of their weight on the year at all.
+# ``y4``) point at the characters they copy, on the diagonal, while the century digits,
+# on average over the two, put less of their weight on the year at all.
 
 four = torch.tensor([e.spans["year"][1] - e.spans["year"][0] == 4 for e in held_out])
 start = torch.tensor([e.spans["year"][0] for e in held_out])[four]  # (N4,)
@@ -390,9 +413,9 @@ claim(
     above=0.15,
 )
 claim(
-    "layer 2: century digits less on the year than y3 and y4",
-    on_year[2:].min() - on_year[:2].max(),
-    above=0.0,
+    "layer 2: century digits less on the year than y3 and y4, on their means",
+    on_year[2:].mean() - on_year[:2].mean(),
+    above=0.1,  # >= 0.235 over seeds 0-3, 11, 12, 18, 20-25; y1 alone up to 0.91
 )
 
 # %%
@@ -415,8 +438,6 @@ claim(
 # %%
 # The same alignment, wherever the format puts the fields: the mean of layer 2's heads
 # for three more held-out dates, on one scale.
-
-import matplotlib.pyplot as plt
 
 shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
 fig, axes = plt.subplots(3, 1, figsize=(7, 11), layout="constrained")
@@ -601,11 +622,51 @@ ax.set_ylabel("written character")
 best_share = layer2_field[n, DIGITS.index(t)]
 print(f"the wrong row, {columns[DIGITS.index(t)]}: {best_share:.2f} on its field")
 claim("the drawn mistake's share on the right field", best_share, above=0.8)
+
+
+def on_digits(n, t):
+    """Layer 2's weight (heads' mean) of output t of date n on the characters of its
+    field that spell the digit written, and on those that spell the digit due."""
+    start, end = held_out[n].spans[part_at[t]]
+    row = cross[n, 1, :, t, start:end].mean(0)  # (field,): layer 2, heads' mean
+    chars = held_out[n].source[start:end]
+    wrote, due = greedy_text[n][t], targets[n][t]
+    return tuple(
+        sum(w for w, c in zip(row.tolist(), chars, strict=True) if c == d)
+        for d in (wrote, due)
+    )
+
+
+wrote_w, due_w = on_digits(n, t)
+print(
+    f"within the field: {wrote_w:.2f} on the characters {greedy_text[n][t]!r} (written)"
+    f", {due_w:.2f} on {targets[n][t]!r} (due)"
+)
+in_field_pairs = [
+    on_digits(m, u)
+    for m, u in digit_mistakes
+    if greedy_text[m][u] != targets[m][u]
+    and all(
+        d in held_out[m].source[slice(*held_out[m].spans[part_at[u]])]
+        for d in (greedy_text[m][u], targets[m][u])
+    )
+]
+leaning = sum(w > d for w, d in in_field_pairs)
+print(
+    f"first wrong digits whose written and due digits are both in the field: "
+    f"{len(in_field_pairs)}; more weight on the digit written than on the digit due: "
+    f"{leaning}"
+)
 plt.show()
 
 # %%
-# The wrong row's weight sits on the right field: the alignment is right, the reading
-# of the characters in it is not.
+# The wrong row's weight sits on the right field: the model found the field. Which
+# character of the field it reads is another matter, printed above the figure: the
+# drawn row's weight on the characters of the digit it wrote and on those of the digit
+# due, and, over the first wrong digits whose written and due digits both stand in the
+# field, how many put more weight on the digit written. A row that leans to the digit
+# it wrote has its attention inside the field as wrong as its output: the fields are
+# aligned right, and that does not make the reading of their characters right.
 #
 # Greedy decoding against beam search
 # -----------------------------------
@@ -635,13 +696,23 @@ broken_short = sum(
     bool(greedy_right[n] and not beam_right[n] and len(beam_text[n]) < 10)
     for n in differ
 )
+short_lower = sum(
+    bool(
+        greedy_right[n]
+        and not beam_right[n]
+        and len(beam_text[n]) < 10
+        and beam_scores[n] < greedy_scores[n]
+    )
+    for n in differ
+)
 higher_or_short = sum(
     bool(beam_scores[n] > greedy_scores[n] or len(beam_text[n]) < 10) for n in differ
 )
 print(
     f"fixes of higher score than greedy's output: {fixed_higher} of {fixed}; "
-    f"breaks that ended early: {broken_short} of {broken}; differences of higher "
-    f"score or ended early: {higher_or_short} of {len(differ)}"
+    f"breaks that ended early: {broken_short} of {broken}, {short_lower} of them of "
+    f"lower score than greedy's output; differences of higher score or ended early: "
+    f"{higher_or_short} of {len(differ)}"
 )
 claim("beam search's fixes not of higher score", fixed - fixed_higher, below=0.5)
 claim(
@@ -661,11 +732,13 @@ claim(
 # by: at the step where the two part, the right character was not the most likely, and
 # the characters after it were surer. Where it breaks a right output, the beam's output
 # is either a wrong date that the model itself scores higher, a mistake of the model and
-# not of the search, or one that ended early, with a lower score: beam search ends a
+# not of the search, or one that ended early (how many of each is printed). The early
+# endings are the stopping rule's doing, not the wider search's: beam search ends a
 # hypothesis as soon as ``<eos>`` is among the four best candidates and stops when four
-# have ended, so short, unlikely outputs can fill the beam before the likely one is
-# finished (fairseq's rule, which the package follows). Searching wider is not writing
-# better. On a task where the model is this sure of most characters, beam search is no
+# have ended (fairseq's rule, which the package follows), so short, unlikely outputs can
+# fill the beam and stop the search before a likelier output has finished; those
+# printed as of lower score than greedy decoding's output are such cases. On a task
+# where the model is this sure of most characters, beam search with this rule is no
 # more accurate than greedy decoding (it gains at most five dates in a thousand, and
 # may lose some; both are printed above), and runs the decoder on four hypotheses per
 # source where greedy decoding runs it on one.
@@ -681,11 +754,12 @@ claim(
 #   puts most of its weight on the field it writes, wherever the format puts it, and the
 #   last digits of the year on the very characters they copy.
 # - Averaging heads keeps the field-level alignment and hides that the heads split the
-#   characters between them. The mistakes are mostly not misalignments: the row that
-#   writes a wrong digit still reads the right field, and the digit it writes is mostly
-#   a ``0`` or another digit of that field.
-# - Beam search is not a better greedy: it can find a higher-scoring output, and it can
-#   end on a short, worse one.
+#   characters between them. The mistakes are mostly not misalignments of fields: the
+#   row that writes a wrong digit still reads the right field, and the digit it writes
+#   is mostly a ``0`` or another digit of that field.
+# - Beam search can find an output of higher score than greedy decoding's; with a
+#   stopping rule that ends the search once four hypotheses have ended, it can also
+#   return a short output of lower score.
 #
 # API used on this page: :class:`attention.Seq2SeqTransformer`,
 # :class:`attention.TransformerDecoderBlock`, :func:`attention.plot_attention`,
@@ -742,12 +816,13 @@ claim("dashes in place without cross-attention", dashes, above=0.9)
 # .. solution 2
 #
 # It reads the first number as the day, as every training format that does not open
-# with the year does: for the great majority of dates, the day it writes is the month
-# meant. A day of 12 or less then makes a valid date, with the day and the month
-# exchanged. A larger day cannot be a month, and the model almost never writes the
-# date meant (the printed share); in a large share of these dates it still makes the
-# month out of the second number, whole (a month over 12) or one of its digits after a
-# ``0``.
+# with the year does: for most dates (the first share printed), the day it writes is
+# the month meant. A day of 12 or less then makes a valid date, and the model writes it
+# with the day and the month exchanged, nearly always (the second share). A larger day
+# cannot be a month, and the model almost never writes the date meant (the third
+# share). What it writes as the month then changes from run to run: the share printed
+# last is how often, in this run, it makes the month out of the second number, whole (a
+# month over 12) or one of its digits after a ``0``.
 
 us = [write_date(e.date, "{Wkd} {mm}/{dd}/{yyyy}")[0] for e in held_out]
 with num_threads(1):
@@ -783,17 +858,16 @@ print(
 )
 for n in high[:4]:
     print(f"{us[n]:<16} written {us_text[n]:<10} (meant {targets[n]})")
-claim("American order: the first number written as the day", first_as_day, above=0.75)
+claim("American order: the first number written as the day", first_as_day, above=0.5)
 claim("American order: day and month exchanged", as_exchanged, above=0.9)
 claim("American order: a day over 12 as meant", high_meant, below=0.02)
-claim("American order: the month made of the second number", high_second, above=0.3)
 
 # %%
 # .. solution 3
 #
-# It gets the year right for only some of these dates, and the great majority of the
-# years it gets wrong are years of 1950 to 2049, the years it was trained on: outside
-# them, it writes a year it knows.
+# It gets the year right for only some of these dates, and most of the years it gets
+# wrong (the share printed; more than half in every run checked) are years of 1950 to
+# 2049, the years it was trained on: outside them, it mostly writes a year it knows.
 
 start = datetime.date(2050, 1, 1)
 late = [start + datetime.timedelta(days=i) for i in range(0, 18262, 37)]  # 2050-2099
@@ -824,7 +898,7 @@ claim("years 2050-2099: year right", year_right, below=0.6)
 claim(
     "years 2050-2099: wrong years in 1950-2049",
     known / max(1, len(late_wrong)),
-    above=0.7,
+    above=0.5,
 )
 
 # %%

@@ -430,7 +430,7 @@ axes[0].axhline(math.log2(V), color="gray", linestyle=":", label=r"uniform, $\lo
 axes[0].set_xlabel("temperature $T$")
 axes[0].set_ylabel("mean entropy (bits)")
 axes[0].set_title("Temperature")
-axes[0].legend(loc="center right")
+axes[0].legend(loc="lower right")  # below the curve, which rises to the right
 axes[1].hist(top5_mass.cpu(), bins=30, color="C1")
 axes[1].set_xlabel("probability mass kept")
 axes[1].set_ylabel("predictions")
@@ -464,7 +464,7 @@ line_ids = tokenizer.encode(line)[None].to(device)  # (1, 21)
 with torch.no_grad():
     _, line_weights = model(line_ids, need_weights=True)  # 3 layers x (1, H, 21, 21)
 labels = [char.replace(" ", "␣") for char in line]
-title = f"Layer 0: attention on {line!r}"
+title = f"Layer 1: attention on {line!r}"
 fig = plot_attention(line_weights[0][0], x_tokens=labels, title=title, vmax=1.0)
 plt.show()
 
@@ -495,7 +495,8 @@ for name, row in zip(("no match", "a sink first"), scores, strict=True):
 # Does this model form one? The share of each head's attention that goes to the first
 # position, averaged over 64 validation windows of 128 characters and over the queries
 # from position 32 on (the earlier ones see few keys, and the first query sees only the
-# first), next to what a head that spread its weight evenly would give:
+# first), next to what a head that spread its weight evenly would give (layers numbered
+# from 1 and heads from 0, as on the earlier pages):
 
 queries = slice(32, CONTEXT)
 with torch.no_grad():
@@ -506,7 +507,8 @@ first_share = torch.stack(
 even_share = (1 / torch.arange(33, CONTEXT + 1, dtype=torch.float64)).mean().item()
 for layer, row in enumerate(first_share.tolist()):
     print(
-        f"layer {layer}: " + "  ".join(f"head {h} {s:.4f}" for h, s in enumerate(row))
+        f"layer {layer + 1}: "
+        + "  ".join(f"head {h} {s:.4f}" for h, s in enumerate(row))
     )
 print(f"spread evenly: {even_share:.4f}")
 claim(
@@ -538,7 +540,7 @@ for layer, ax in enumerate(axes):
             nearest[layer, h], color=colours[h], linestyle=styles[h], label=f"head {h}"
         )
     ax.set_xlabel("distance d (characters)")
-    ax.set_title(f"layer {layer}")
+    ax.set_title(f"layer {layer + 1}")
 axes[0].set_ylabel("weight on the d + 1 nearest keys")
 axes[0].set_ylim(0, 1.02)
 axes[2].legend(loc="lower right")
@@ -547,7 +549,7 @@ plt.show()
 per_layer = nearest[:, :, 8].mean(dim=1)  # (layers,): mean over the heads
 print("weight on the 9 nearest keys (d = 8), per layer and head, and the layer's mean:")
 for layer, row in enumerate(nearest[:, :, 8].tolist()):
-    print(f"layer {layer}: " + "  ".join(f"{s:.2f}" for s in row), end="")
+    print(f"layer {layer + 1}: " + "  ".join(f"{s:.2f}" for s in row), end="")
     print(f"   mean {per_layer[layer]:.2f}")
 claim(
     "smallest layer mean of the weight on the 9 nearest keys",
@@ -555,7 +557,7 @@ claim(
     above=0.4,
 )
 claim(
-    "weight on the 9 nearest keys, layers 1-2 minus layer 0",
+    "weight on the 9 nearest keys, layers 2-3 minus layer 1",
     per_layer[1:].min() - per_layer[0],
     above=0.0,
 )

@@ -50,11 +50,10 @@ for L in (8_192, 131_072, 1_048_576):
 
 # %%
 # Even with the online softmax, which removes the :math:`L^2` scores, a million tokens
-# need more memory for K, V and a few activations than one accelerator has. This page
-# runs on the CPU, where the limit is the machine's memory; on a GPU it is the device's.
-# The way out is to split the sequence: with P devices, each holds L/P positions of
-# every tensor, and the attention layer, the only place where positions meet, moves what
-# it needs between them.
+# need more memory for K, V and a few activations than one accelerator has. The way out
+# is to split the sequence: with P devices, each holds L/P positions of every tensor,
+# and the attention layer, the only place where positions meet, moves what it needs
+# between them.
 #
 # Splitting the sequence
 # ----------------------
@@ -340,15 +339,18 @@ else:
     print("peak memory needs Linux; not measured here")
 
 # %%
-# Every strategy computes one block of scores at a time: the ring and the all-gather an
-# (L/P) by (L/P) block for each of the H heads, Ulysses the same block for its H/P heads
-# only. Those blocks dominate at this size, so each rank's memory at P = 4 is a small
-# fraction of what one process needs (the last column of the table): under a third for
-# the ring and the all-gather, and less again for Ulysses, whose blocks cover only
-# :math:`H/P` heads. What P does not divide is the whole sequence's keys and
-# values that the all-gather holds on every rank:
+# Each strategy computes one (L/P) by (L/P) block of scores at a time, for each of the
+# H heads (Ulysses: its H/P heads). One block in float32, per rank:
 
-kv_mib = 2 * LARGE[0] * LARGE[1] * LARGE[2] * LARGE[3] * 4 / 2**20
+N_large, H_large, L_large, D_large = LARGE
+print("one block of scores per rank, MiB\nstrategy      P = 1   P = 2   P = 4")
+block_mib = {s: {} for s in STRATEGIES}
+for strategy, by_p in block_mib.items():
+    for p in (1, 2, 4):
+        heads_held = H_large // p if strategy == "ulysses" else H_large
+        by_p[p] = N_large * heads_held * (L_large // p) ** 2 * 4 / 2**20  # a block
+    print(f"{strategy:<11}  " + "  ".join(f"{by_p[p]:6.2f}" for p in (1, 2, 4)))
+kv_mib = 2 * N_large * H_large * L_large * D_large * 4 / 2**20
 print(f"K and V of the whole sequence: {kv_mib:.1f} MiB per rank, whatever P")
 
 # sphinx_gallery_start_ignore
@@ -367,25 +369,36 @@ if measured:
         ratios["ulysses"] / min(ratios["ring"], ratios["all_gather"]),
         below=1,
     )
+    for strategy in STRATEGIES:
+        claim(
+            f"{strategy}: scores and weights at P = 1, share of the peak",
+            2 * block_mib[strategy][1] / peaks[strategy][1],
+            above=0.5,
+        )
+        claim(
+            f"{strategy}: peak memory at P = 4 over one block of scores",
+            peaks[strategy][4] / block_mib[strategy][4],
+            above=2,
+        )
 # sphinx_gallery_end_ignore
 
 # %%
-# That is small next to the scores here, so this run cannot show it. Inside each rank a
-# fused kernel (the online softmax of
-# :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`) would remove the blocks of
-# scores, and then the keys and values held are what is left.
+# At P = 1 the block is every head's whole (L, L) matrix; with its weights, it is most
+# of one process's peak (the memory table's first column). At P = 4 it is 1/16 as large
+# (1/64 for Ulysses), but the peaks fall less (the last column): a rank's shards,
+# output, received shards and buffers shrink as :math:`1/P` or not at all. Each rank
+# still needs under a third of one process's memory with the ring and the all-gather,
+# less with Ulysses. The all-gather also holds the whole sequence's keys and values on
+# every rank (the last line above), which P does not divide; a fused kernel in each rank
+# (the online softmax of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`) would
+# remove the blocks of scores and leave them.
 
 
 # %%
 # When each strategy fits
 # -----------------------
 #
-# What this page measured: all three give the same numbers as attention on one process;
-# with P ranks, Ulysses sends the fewest bytes, and the ring and the all-gather the same
-# number forward; the contiguous layout leaves the causal work unbalanced, and zigzag
-# levels it.
-#
-# What it could not measure on one CPU, from the papers of :cite:t:`liu2023`,
+# What this page could not measure on one CPU, from the papers of :cite:t:`liu2023`,
 # :cite:t:`jacobs2023` and :cite:t:`llama2024`:
 #
 # - **Ring** :cite:p:`liu2023` overlaps each step's transfer with the next block's
