@@ -412,8 +412,7 @@ def train_lm(
 def format_history(history: list[dict], *, every: int = 1, keys: tuple[str, ...] = ()) -> str:
     """The progress lines of a training history: one per ``every`` records, and the last.
 
-    Each line shows the record's step (or epoch), its loss, the numbers named in ``keys`` and
-    the seconds since the start.
+    Each line shows the record's step (or epoch), loss, ``keys`` and seconds since the start.
 
     Args:
         history (list[dict]): from :func:`train`, :func:`train_lm` or :func:`train_classifier`.
@@ -433,11 +432,12 @@ def format_history(history: list[dict], *, every: int = 1, keys: tuple[str, ...]
     check_int(every, "every")
     if not isinstance(keys, (tuple, list)) or not all(isinstance(k, str) for k in keys):
         raise TypeError(f"keys must be a tuple of str; got {keys!r:.60}")
-    for row in history if isinstance(history, list) else [history]:  # records of train
-        if not (isinstance(row, dict) and {"loss", "seconds", *keys} <= row.keys()
-                and row.keys() & {"step", "epoch"}):  # fmt: skip
+    for i, row in enumerate(history if isinstance(history, list) else [history], 1):
+        printed = not i % every or i == len(history)  # a printed record needs the keys too
+        if not (isinstance(row, dict) and {"loss", "seconds", *(keys if printed else ())}
+                <= row.keys() and row.keys() & {"step", "epoch"}):  # fmt: skip
             raise ValueError("history must be a list of records with step or epoch, loss, "
-                             f"seconds and {keys}; got {row!r:.60}")  # fmt: skip
+                             f"seconds (and {keys} where printed); got {row!r:.60}")  # fmt: skip
     lines = []
     for i, row in enumerate(history, 1):
         if i % every and i != len(history):

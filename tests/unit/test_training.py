@@ -248,3 +248,16 @@ def test_train_lm_records_the_halves_only_when_both_hold_targets(L):
 def test_token_losses_refuses_what_cross_entropy_would_mis_score(logits, tokens, error, message):
     with pytest.raises(error, match=message):
         token_losses(logits, tokens)
+
+
+def test_format_history_needs_the_keys_only_in_the_records_it_prints():
+    # A recipe measures val_loss every few steps: the other records lack it and are not printed.
+    history = [{"step": s, "loss": 1.0, "seconds": 0.1} for s in (1, 2, 3, 4)]
+    history[1]["val_loss"] = history[3]["val_loss"] = 2.0
+    assert len(format_history(history, every=2, keys=("val_loss",)).splitlines()) == 2
+    with pytest.raises(ValueError, match=r"history must be a list of records"):
+        format_history(history, every=1, keys=("val_loss",))
+    with pytest.raises(ValueError, match=r"history must be a list of records"):
+        format_history([1.5])
+    with pytest.raises(TypeError, match=r"keys must be a tuple of str"):
+        format_history(history, keys="val_loss")
