@@ -15,6 +15,7 @@ from .masks import (
     sliding_window_mask,
 )
 from .multi_head import MultiHeadAttention
+from .paged import PagedKVCache
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .seq2seq import Seq2SeqTransformer
 from .single_head import SelfAttention
@@ -47,6 +48,7 @@ __all__ = [
     "mask_legend",
     "CausalSelfAttention",
     "KVCache",
+    "PagedKVCache",
     "DecodingState",
     "DecoderLM",
     "TransformerDecoderBlock",

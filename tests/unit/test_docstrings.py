@@ -23,11 +23,13 @@ import attention.functional
 import attention.language_model
 import attention.masks
 import attention.measure
+import attention.paged
 import attention.positions
 import attention.recipes
 import attention.repro
 import attention.search
 import attention.seq2seq
+import attention.serving
 import attention.tiled
 import attention.training
 
@@ -41,7 +43,7 @@ def _public():
                    attention.data, attention.training, attention.recipes, attention.functional,
                    attention.tiled, attention.cache, attention.decoder, attention.language_model,
                    attention.measure, attention.repro, attention.ablation, attention.search,
-                   attention.seq2seq):  # fmt: skip
+                   attention.seq2seq, attention.paged, attention.serving):  # fmt: skip
         for name in module.__all__:
             obj = getattr(module, name)
             if callable(obj):
