@@ -21,7 +21,7 @@ from ._checks import check_bool, check_choice, check_int, check_tokens
 from .language_model import sampling_distribution
 from .paged import PagedKVCache
 
-__all__ = ["Request", "ServeStats", "serve", "sample_many", "forward_rows"]
+__all__ = ["Request", "ServeStats", "serve", "sample_many", "forward_rows", "request_mix"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +64,9 @@ class ServeStats:
         peak_blocks (int): most blocks held at once. Default: ``0``.
         peak_reserved (int): most blocks promised to running requests at once (their whole
             prompt and output, or a static batch's rectangle). Default: ``0``.
+        held (list[tuple[int, int, int, int]]): after every step, the running requests, the
+            tokens they hold, the blocks they hold, and the blocks promised to them.
+            Default: ``[]``.
         trace (list[list[int]]): with ``trace=True``, after every step, the request holding
             each block (``-1``: free); a block shared by several shows the lowest.
             Default: ``[]``.
@@ -79,7 +82,60 @@ class ServeStats:
     generated: int = 0
     peak_blocks: int = 0
     peak_reserved: int = 0
+    held: list = dataclasses.field(default_factory=list)
     trace: list = dataclasses.field(default_factory=list)
+
+
+def request_mix(
+    text: Tensor,
+    n: int,
+    *,
+    max_len: int,
+    prompt_median: float = 12.0,
+    output_median: float = 8.0,
+    sigma: float = 1.0,
+    seed: int = 0,
+) -> list[Request]:
+    """``n`` requests with long-tailed lengths: prompts cut from ``text`` at random places,
+    prompt and output lengths drawn from log-normal distributions (most short, a few long),
+    each request within ``max_len``; the same for the same ``seed`` on every machine.
+
+    Args:
+        text (Tensor): :math:`(T)` token ids to cut prompts from.
+        n (int): requests.
+        max_len (int): the longest request, prompt and output.
+        prompt_median (float): the median prompt length. Default: ``12.0``.
+        output_median (float): the median output length. Default: ``8.0``.
+        sigma (float): the spread of the lengths' logarithms. Default: ``1.0``.
+        seed (int): the draw. Default: ``0``.
+
+    Shape:
+        - text: :math:`(T)`, :math:`T >` ``max_len``
+
+    Returns:
+        list[Request]: the requests, in arrival order.
+
+    Examples::
+
+        >>> mix = request_mix(torch.arange(100) % 7, 3, max_len=32)
+        >>> [(len(r.prompt), r.max_new_tokens) for r in mix]
+        [(31, 1), (1, 14), (4, 2)]
+    """
+    check_int(n, "n")
+    check_int(max_len, "max_len", minimum=2)
+    check_int(seed, "seed", minimum=0)
+    if not isinstance(text, Tensor) or text.dim() != 1 or len(text) <= max_len:
+        raise ValueError(f"text must be a 1-D tensor of more than max_len={max_len} ids")
+    g = torch.Generator().manual_seed(seed)
+    normal = torch.randn(n, 2, generator=g, dtype=torch.float64)  # (n, 2)
+    medians = torch.tensor([prompt_median, output_median], dtype=torch.float64)
+    lengths = (medians * (sigma * normal).exp()).round().clamp(min=1)  # (n, 2)
+    starts = torch.randint(0, len(text) - max_len, (n,), generator=g).tolist()
+    requests = []
+    for (p, t), start in zip(lengths.long().tolist(), starts, strict=True):
+        p = min(p, max_len - 1)
+        requests.append(Request(text[start : start + p], min(t, max_len - p)))
+    return requests
 
 
 def forward_rows(model, cache: PagedKVCache, seqs: Sequence[int], feeds: Sequence[Tensor]):
@@ -234,6 +290,8 @@ def _serve(model, cache, requests, policy, trace):
             if len(out[i]) < requests[i].max_new_tokens:
                 out[i].append(token)
                 stats.generated += 1
+        tokens = sum(cache.lengths.values())
+        stats.held.append((len(running), tokens, cache.used_blocks, sum(reserved.values())))
         if trace:
             stats.trace.append(_owners(cache))
         done = [i for i in running if len(out[i]) == requests[i].max_new_tokens]
