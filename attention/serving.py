@@ -21,7 +21,9 @@ from ._checks import check_bool, check_choice, check_int, check_tokens
 from .language_model import sampling_distribution
 from .paged import PagedKVCache
 
-__all__ = ["Request", "ServeStats", "serve", "sample_many", "forward_rows", "request_mix"]
+__all__ = [
+    "Request", "ServeStats", "serve", "sample_many", "forward_rows", "request_mix", "memory_use",
+]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,6 +304,36 @@ def _serve(model, cache, requests, policy, trace):
             running.remove(i)
             reserved.pop(i)
     return [torch.tensor(o) for o in out], stats
+
+
+def memory_use(stats: ServeStats, *, block_size: int, max_len: int) -> dict[str, float]:
+    """What a run's cache held against what it reserved, summed over its steps (positions
+    times steps): the tokens; the blocks held, in positions (``paged``); ``max_len`` for every
+    running request (``preallocated``, a contiguous cache); and the most unused positions of
+    the paged cache per running request at any step (``waste``, below ``block_size``).
+
+    Args:
+        stats (ServeStats): from :func:`serve`.
+        block_size (int): the run's positions per block.
+        max_len (int): what a contiguous cache reserves for each request.
+
+    Returns:
+        dict[str, float]: ``tokens``, ``paged``, ``preallocated`` and ``waste``.
+
+    Examples::
+
+        >>> stats = ServeStats(held=[(2, 5, 2, 4), (1, 3, 1, 2)])  # (requests, tokens, blocks)
+        >>> memory_use(stats, block_size=4, max_len=16)
+        {'tokens': 8, 'paged': 12, 'preallocated': 48, 'waste': 1.5}
+    """
+    check_int(block_size, "block_size")
+    check_int(max_len, "max_len")
+    return {
+        "tokens": sum(t for _, t, _, _ in stats.held),
+        "paged": sum(b for _, _, b, _ in stats.held) * block_size,
+        "preallocated": sum(n for n, _, _, _ in stats.held) * max_len,
+        "waste": max(((b * block_size - t) / n for n, t, b, _ in stats.held), default=0.0),
+    }
 
 
 def _owners(cache: PagedKVCache) -> list[int]:

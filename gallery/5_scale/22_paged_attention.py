@@ -271,22 +271,25 @@ plt.show()
 #
 # At every step of the continuous run, the tokens in the cache against what each scheme
 # reserves for the same running requests: ``max_len`` positions each for a contiguous
-# cache, the blocks they hold for the paged one. Summed over the steps:
+# cache, the blocks they hold for the paged one (:func:`attention.serving.memory_use`).
+# Summed over the steps:
 
-tokens = sum(t for _, t, _, _ in cont.held)
-paged = sum(b for _, _, b, _ in cont.held) * block
-contiguous = sum(n for n, _, _, _ in cont.held) * model.max_len
-waste = max((b * block - t) / n for n, t, b, _ in cont.held)
+from attention.serving import memory_use
+
+use = memory_use(cont, block_size=block, max_len=model.max_len)
+tokens = use["tokens"]
 print(f"{'':>26}{'reserved':>12}{'holding tokens':>16}")
-for name, reserved in (("preallocated to max_len", contiguous), ("paged", paged)):
+for name, key in (("preallocated to max_len", "preallocated"), ("paged", "paged")):
     print(
-        f"{name:>26}{reserved * token_bytes / 2**20:9.2f} MiB"
-        f"{tokens * token_bytes / 2**20:12.2f} MiB ({tokens / reserved:.0%})"
+        f"{name:>26}{use[key] * token_bytes / 2**20:9.2f} MiB"
+        f"{tokens * token_bytes / 2**20:12.2f} MiB ({tokens / use[key]:.0%})"
     )
 print(
-    f"most unused positions per sequence at any step, paged: {waste:.1f} (B = {block})"
+    f"most unused positions per running request at a step, paged: {use['waste']:.1f} "
+    f"(B = {block})"
 )
-assert waste < block and tokens / paged > 0.7 and tokens / contiguous < 0.25
+assert use["waste"] < block
+assert tokens / use["paged"] > 0.7 and tokens / use["preallocated"] < 0.25
 
 # %%
 # Paging wastes less than one block per sequence, so most of its memory holds tokens,
