@@ -260,11 +260,14 @@ print("The pool over the run, continuous above and static below:")
 plt.show()
 
 # %%
-# Continuous batching keeps the pool full: a request that finishes frees its blocks and
-# a waiting one takes them at the next step, and a request's blocks come one at a time
-# as it grows. The static batches are rectangles: a batch with one long request holds
-# few rows, every row keeps its blocks (and keeps computing) until the longest is done,
-# and many blocks stay white.
+# In the continuous run a request that finishes frees its blocks at once and a waiting
+# one joins at the next step, and a request's blocks come one at a time as it grows.
+# Much of the white is promised rather than free: the scheduler admits a request only
+# when the pool can also hold its whole output, so it never has to evict one (vLLM
+# admits on the prompt alone, and evicts when the pool runs out). The static batches run
+# one after the other: every row keeps its blocks, and keeps computing, until the
+# batch's longest output is done, so a batch with one long request ties up the pool for
+# as long as that request runs. Colours repeat after 20 requests.
 #
 # Memory: reserved against holding tokens
 # ---------------------------------------
