@@ -21,7 +21,7 @@ from .seq2seq import Seq2SeqTransformer
 from .single_head import SelfAttention
 from .state import DecodingState
 from .tiled import tiled_attention
-from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
+from .viz import mask_legend, plot_attention, plot_blocks, plot_mask, plot_matrix
 
 __version__ = "0.1.0"
 
@@ -46,6 +46,7 @@ __all__ = [
     "plot_matrix",
     "plot_mask",
     "mask_legend",
+    "plot_blocks",
     "CausalSelfAttention",
     "KVCache",
     "PagedKVCache",

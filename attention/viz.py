@@ -365,7 +365,7 @@ def plot_blocks(owners, *, ax=None, title=None):
     Args:
         owners (Tensor or array): :math:`(T, B)` integers, the sequence holding block
             :math:`b` after step :math:`t`, ``-1`` when it is free
-            (:attr:`attention.serving.ServeStats.trace`).
+            (the ``trace`` of :class:`attention.serving.ServeStats`).
         ax (matplotlib.axes.Axes, optional): draw into this axes. Default: ``None`` (a new
             figure).
         title (str, optional): the axes' title. Default: ``None``.

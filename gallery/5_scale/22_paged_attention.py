@@ -249,7 +249,7 @@ assert (
 
 import matplotlib.pyplot as plt
 
-from attention.viz import plot_blocks
+from attention import plot_blocks
 
 fig, axes = plt.subplots(2, 1, figsize=(8, 6.4), sharey=True)
 plot_blocks(cont.trace, ax=axes[0], title=f"continuous: {cont.steps} steps")
@@ -409,8 +409,26 @@ assert blocks[True] == full + n * (-(-(len(prompt) + new - 1) // block) - full)
 # the prompt alone rather than reserving the whole output as this page does, evicts or
 # swaps out requests when the pool runs out.
 #
-# Next: the API reference of :class:`attention.PagedKVCache` and
-# :mod:`attention.serving`, or back to the beginning in
-# :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`.
+# What to remember
+# ----------------
+#
+# - A cache preallocated to ``max_len`` reserves for the longest request every request
+#   might be; on this mix a fifth of it held tokens. Blocks taken as a sequence grows
+#   waste less than one block per sequence.
+# - A block table maps a sequence's positions to blocks anywhere in the pool, and
+#   attention read through it is the same attention, to float64's rounding.
+# - Blocks counted by reference and copied on write let the samples of one prompt keep
+#   its keys and values once.
+# - Continuous batching decides at every step: requests join when the pool has room and
+#   leave when done, each with the tokens it gets alone, in fewer forward calls than
+#   static batches that wait for their slowest row.
+#
+# API used on this page: :class:`attention.PagedKVCache`,
+# :func:`attention.serving.request_mix`, :func:`attention.serving.forward_rows`,
+# :func:`attention.serving.serve`, :func:`attention.serving.memory_use`,
+# :func:`attention.serving.sample_many` and :func:`attention.plot_blocks`.
+#
+# Next: back to the beginning in
+# :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the :ref:`api`.
 
 # sphinx_gallery_thumbnail_number = 1
