@@ -84,6 +84,7 @@ NO_SHAPE = {
     "format_history",
     "trained_once",
     "head_ablated",  # a context manager; mean_head_outputs has the shapes
+    "memory_use",  # counts in, counts out
     "MultiHeadAttention.from_torch",
     "FusedMultiHeadAttention.from_torch",
     "TransformerBlock.from_torch",
