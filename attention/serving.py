@@ -307,10 +307,10 @@ def _serve(model, cache, requests, policy, trace):
 
 
 def memory_use(stats: ServeStats, *, block_size: int, max_len: int) -> dict[str, float]:
-    """What a run's cache held against what it reserved, summed over its steps (positions
-    times steps): the tokens; the blocks held, in positions (``paged``); ``max_len`` for every
-    running request (``preallocated``, a contiguous cache); and the most unused positions of
-    the paged cache per running request at any step (``waste``, below ``block_size``).
+    """What a run's cache held against what it reserved, in positions, averaged over its
+    steps: the tokens; the blocks held (``paged``); ``max_len`` for every running request
+    (``preallocated``, a contiguous cache); and the most unused positions of the paged cache
+    per running request at any step (``waste``, below ``block_size``).
 
     Args:
         stats (ServeStats): from :func:`serve`.
@@ -324,14 +324,15 @@ def memory_use(stats: ServeStats, *, block_size: int, max_len: int) -> dict[str,
 
         >>> stats = ServeStats(held=[(2, 5, 2, 4), (1, 3, 1, 2)])  # (requests, tokens, blocks)
         >>> memory_use(stats, block_size=4, max_len=16)
-        {'tokens': 8, 'paged': 12, 'preallocated': 48, 'waste': 1.5}
+        {'tokens': 4.0, 'paged': 6.0, 'preallocated': 24.0, 'waste': 1.5}
     """
     check_int(block_size, "block_size")
     check_int(max_len, "max_len")
+    steps = max(len(stats.held), 1)
     return {
-        "tokens": sum(t for _, t, _, _ in stats.held),
-        "paged": sum(b for _, _, b, _ in stats.held) * block_size,
-        "preallocated": sum(n for n, _, _, _ in stats.held) * max_len,
+        "tokens": sum(t for _, t, _, _ in stats.held) / steps,
+        "paged": sum(b for _, _, b, _ in stats.held) * block_size / steps,
+        "preallocated": sum(n for n, _, _, _ in stats.held) * max_len / steps,
         "waste": max(((b * block_size - t) / n for n, t, b, _ in stats.held), default=0.0),
     }
 

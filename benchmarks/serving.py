@@ -4,7 +4,7 @@ static batcher, on page 16's character model.
 One run measures, for a mix of requests with long-tailed prompt and output lengths
 (:func:`attention.serving.request_mix`, its own fixed seed):
 
-- memory: over the steps of the continuous run, the positions holding tokens against those
+- memory: averaged over the steps of the continuous run, the positions holding tokens against those
   reserved by preallocating ``max_len`` per running request and by the paged cache's blocks
   (:func:`attention.serving.memory_use`); counted, exact;
 - throughput: generated tokens per second, continuous and static batching over the same pool
@@ -68,8 +68,8 @@ def run_serving(case, *, quick: bool = False, rounds: int, log=print) -> list[di
                     "impl": f"memory: {scheme}",
                     "mode": "inference",
                     "dtype": "float32",
-                    "reserved_bytes": use[scheme] * token_bytes,
-                    "token_bytes": use["tokens"] * token_bytes,
+                    "reserved_bytes": round(use[scheme] * token_bytes),
+                    "token_bytes": round(use["tokens"] * token_bytes),
                     "utilisation": use["tokens"] / use[scheme],
                     "waste_per_seq": use["waste"] if scheme == "paged" else "",
                 }
@@ -164,7 +164,7 @@ def section(rows: list[dict], report_table) -> list[str]:
         "## Serving: paged cache and continuous batching",
         "",
         "Page 16's character model (float32, one thread) serving a fixed long-tailed mix of "
-        "requests (attention.serving.request_mix, seed 0), greedily. Memory: summed over the "
+        "requests (attention.serving.request_mix, seed 0), greedily. Memory: averaged over the "
         "steps of the continuous run, the bytes reserved by preallocating max_len for each "
         "running request and by the paged cache's blocks, against the bytes holding tokens. "
         "Throughput: continuous and static batching in the same pool (the same memory), timed "

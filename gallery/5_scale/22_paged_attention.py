@@ -277,7 +277,7 @@ plt.show()
 # At every step of the continuous run, the tokens in the cache against what each scheme
 # reserves for the same running requests: ``max_len`` positions each for a contiguous
 # cache, the blocks they hold for the paged one (:func:`attention.serving.memory_use`).
-# Summed over the steps:
+# Averaged over the steps:
 
 from attention.serving import memory_use
 
@@ -286,8 +286,8 @@ tokens = use["tokens"]
 print(f"{'':>26}{'reserved':>12}{'holding tokens':>16}")
 for name, key in (("preallocated to max_len", "preallocated"), ("paged", "paged")):
     print(
-        f"{name:>26}{use[key] * token_bytes / 2**20:9.2f} MiB"
-        f"{tokens * token_bytes / 2**20:12.2f} MiB ({tokens / use[key]:.0%})"
+        f"{name:>26}{use[key] * token_bytes / 1024:8.0f} KiB"
+        f"{tokens * token_bytes / 1024:12.0f} KiB ({tokens / use[key]:.0%})"
     )
 print(
     f"most unused positions per running request at a step, paged: {use['waste']:.1f} "
