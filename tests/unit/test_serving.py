@@ -5,7 +5,7 @@ not; and bad requests are refused."""
 import pytest
 import torch
 
-from attention.serving import Request, sample_many, serve
+from attention.serving import Request, memory_use, sample_many, serve
 
 from .helpers import small_lm as _lm
 
@@ -43,6 +43,16 @@ def test_continuous_batching_takes_fewer_steps_than_static():
     assert static.steps == 10 + 1 and static.peak_reserved == 12
     assert static.positions == 2 * 2 + 9 * 2 + 4 * 2  # the short row runs until the long one
     assert [len(o) for o in outs] == [10, 1, 1, 1, 1, 1]
+
+
+def test_paging_reserves_less_than_one_block_more_per_request_than_its_tokens():
+    model = _lm("rotary", 1)
+    _, stats = serve(model, _requests(), num_blocks=8, block_size=3)
+    for n, tokens, blocks, promised in stats.held:
+        assert tokens <= 3 * blocks < tokens + 3 * n and blocks <= promised <= 8
+    use = memory_use(stats, block_size=3, max_len=12)
+    assert use["tokens"] <= use["paged"] < use["preallocated"] and 0 <= use["waste"] < 3
+    assert use["preallocated"] == 12 * sum(n for n, *_ in stats.held) / stats.steps
 
 
 def test_a_static_batch_waits_for_its_slowest_row():
