@@ -15,12 +15,13 @@ from .masks import (
     sliding_window_mask,
 )
 from .multi_head import MultiHeadAttention
+from .paged import PagedKVCache
 from .positions import PositionalEncoding, RotaryEmbedding, alibi_bias
 from .seq2seq import Seq2SeqTransformer
 from .single_head import SelfAttention
 from .state import DecodingState
 from .tiled import tiled_attention
-from .viz import mask_legend, plot_attention, plot_mask, plot_matrix
+from .viz import mask_legend, plot_attention, plot_blocks, plot_mask, plot_matrix
 
 __version__ = "0.1.0"
 
@@ -45,8 +46,10 @@ __all__ = [
     "plot_matrix",
     "plot_mask",
     "mask_legend",
+    "plot_blocks",
     "CausalSelfAttention",
     "KVCache",
+    "PagedKVCache",
     "DecodingState",
     "DecoderLM",
     "TransformerDecoderBlock",

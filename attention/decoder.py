@@ -41,8 +41,8 @@ from ._checks import (
 from .block import FeedForward
 from .cache import KVCache
 from .functional import scaled_dot_product_attention
-from .masks import causal_mask, sliding_window_mask
-from .positions import RotaryEmbedding, alibi_bias
+from .masks import causal, causal_mask, sliding_window, sliding_window_mask
+from .positions import RotaryEmbedding, alibi_bias, alibi_penalty, alibi_slopes
 
 __all__ = ["CausalSelfAttention", "DecoderConfig", "DecoderBlock", "register_attention"]
 
@@ -341,6 +341,22 @@ class CausalSelfAttention(nn.Module):
             return causal_mask(L, S, device=device)  # (L, S)
         return sliding_window_mask(L, self.window, S, device=device)  # (L, S)
 
+    def _rows(self, q: Tensor, positions: Tensor, S: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Queries rotated, mask and ALiBi bias for rows whose queries sit at ``positions``
+        :math:`(N, 1, L)` over keys at slots ``0..S-1``: a query sees the keys at its own position
+        and before (within the window, if any)."""
+        key = torch.arange(S, device=q.device)  # (S,)
+        mask = causal(positions[..., None], key)  # (N, 1, L, S)
+        if self.window is not None:
+            mask = mask & sliding_window(self.window)(positions[..., None], key)  # (N, 1, L, S)
+        if self.rotary is not None:
+            q = self.rotary(q, positions=positions)  # (N, H, L, D)
+        bias = None
+        if self.alibi:
+            slopes = alibi_slopes(self.num_heads).to(q.device)[:, None, None]  # (H, 1, 1)
+            bias = alibi_penalty(slopes, positions[..., None], key).to(q.dtype)  # (N, H, L, S)
+        return q, mask, bias
+
     def forward(
         self,
         x: Tensor,
@@ -370,6 +386,7 @@ class CausalSelfAttention(nn.Module):
         KVCache.check(cache, H_kv, D)
         if cache is not None:
             cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
+        positions = None if cache is None else cache.positions(L)  # (N, L): rows of own lengths
 
         q = self.q_proj(x).view(N, L, H, D).transpose(1, 2)  # (N, L, E) -> (N, H, L, D)
         k = self.k_proj(x).view(N, L, H_kv, D).transpose(1, 2)  # (N, L, E) -> (N, H_kv, L, D)
@@ -377,13 +394,17 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (N, H_kv, S, D), the new positions last
         S = k.shape[2]
-        if self.rotary is not None:  # by position in the sequence (the cache's slots)
+        if positions is not None:  # each row's queries at their own positions
+            q, mask, bias = self._rows(q, positions[:, None], S)  # (N, H, L, D), (N, 1|H, L, S)
+            k = k if self.rotary is None else self.rotary(k)  # (N, H_kv, S, D)
+        elif self.rotary is not None:  # by position in the sequence (the cache's slots)
             q = self.rotary(q, offset=S - L)  # (N, H, L, D)
             k = self.rotary(k)  # (N, H_kv, S, D)
-        mask = self.mask(L, S, device=x.device)  # (L, S)
-        bias = None
-        if self.alibi:
-            bias = alibi_bias(H, L, S, device=x.device, dtype=q.dtype)  # (H, L, S)
+        if positions is None:
+            mask = self.mask(L, S, device=x.device)  # (L, S)
+            bias = None
+            if self.alibi:
+                bias = alibi_bias(H, L, S, device=x.device, dtype=q.dtype)  # (H, L, S)
         dropout_p = self.dropout if self.training else 0.0
 
         if need_weights:  # the readable path, which returns the weights

@@ -214,16 +214,20 @@ class DecoderLM(nn.Module):
             )
         weight = self.head.weight
         with cache.step(N, L, dtype=weight.dtype, device=weight.device):  # checked first
-            return self._forward(tokens, offset, cache, need_weights)
+            where = cache.positions(L)  # (N, L) when each row has its own length, else None
+            if where is not None and where.numel() and int(where.max()) >= self.max_len:
+                raise ValueError(f"a row of the cache would reach past max_len={self.max_len}")
+            return self._forward(tokens, offset, cache, need_weights, where)
 
-    def _forward(self, tokens: Tensor, offset: int, cache, need_weights: bool):
+    def _forward(self, tokens: Tensor, offset: int, cache, need_weights: bool, where=None):
         L = tokens.shape[1]
         x = self.embedding(tokens)  # (N, L) -> (N, L, E)
-        if self.positions == "learned":
+        if where is None:  # every row's tokens at offset .. offset + L - 1
             where = torch.arange(offset, offset + L, device=tokens.device)  # (L,)
-            x = x + self.position_embedding(where)  # (N, L, E) + (L, E) -> (N, L, E)
+        if self.positions == "learned":
+            x = x + self.position_embedding(where)  # (N, L, E) + (L | N L, E) -> (N, L, E)
         elif self.positions == "sinusoidal":
-            x = x + self.position_embedding.pe[offset : offset + L].to(x.dtype)  # (N, L, E)
+            x = x + self.position_embedding.pe[where].to(x.dtype)  # (N, L, E)
         x = self.dropout(x)
         all_weights = []
         for layer, block in enumerate(self.blocks):

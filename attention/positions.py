@@ -178,8 +178,9 @@ class RotaryEmbedding(nn.Module):
         position = torch.arange(offset, offset + L, device=device, dtype=dtype)  # (L,)
         return position[:, None] * theta  # (L, 1) * (D/2,) -> (L, D/2)
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        """Rotate ``x`` :math:`(*, L, D)`, whose row ``l`` sits at position ``offset + l``."""
+    def forward(self, x: Tensor, *, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        """Rotate ``x`` :math:`(*, L, D)`, whose row ``l`` sits at position ``offset + l``, or
+        at ``positions[..., l]`` (integers broadcastable to ``x.shape[:-1]``) when given."""
         check_tensor(x, "x", min_ndim=2)
         if x.shape[-1] != self.head_dim:
             raise ValueError(
@@ -188,7 +189,13 @@ class RotaryEmbedding(nn.Module):
             )
         L, D = x.shape[-2:]
         exact = torch.float32 if x.device.type == "mps" else torch.float64
-        angle = self.angles(L, offset=offset, device=x.device, dtype=exact)  # (L, D/2)
+        if positions is None:
+            angle = self.angles(L, offset=offset, device=x.device, dtype=exact)  # (L, D/2)
+        else:  # a table up to the furthest position, read at each one
+            if positions.dtype != torch.int64 or (positions.numel() and positions.min() < 0):
+                raise ValueError("positions must be non-negative int64 positions")
+            table = self.angles(int(positions.max()) + 1, device=x.device, dtype=exact)
+            angle = table[positions]  # (..., L, D/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (L, D/2) each
         x1, x2 = x[..., : D // 2], x[..., D // 2 :]  # (*, L, D/2) each
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (*, L, D)

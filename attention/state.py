@@ -141,6 +141,26 @@ class DecodingState(abc.ABC):
         """The position (slot) at which ``length`` new positions will be written."""
         return self.length - self.dropped(length)
 
+    def positions(self, length: int) -> Tensor | None:
+        """The position of every new token of the call under way, row by row, when the rows
+        have lengths of their own (:class:`attention.paged.PagedKVCache`); ``None`` when every
+        row's ``length`` new tokens sit at :meth:`offset` onwards, as here.
+
+        A layer given per-row positions rotates (or biases) each query by its own position and
+        lets it see the keys at slots up to it; the model adds learned or sinusoidal positions
+        by them.
+
+        Args:
+            length (int): the number of new positions :math:`L` of the call.
+
+        Shape:
+            - Output: :math:`(N, L)` int64, or ``None``
+
+        Returns:
+            Tensor | None: ``None`` for a state whose rows all hold the same positions.
+        """
+        return None
+
     def check_append(
         self, layer: int, batch_size: int, length: int, *, dtype=None, device=None
     ) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ._checks import check_bool, check_float, check_has_values
 
-__all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend"]
+__all__ = ["plot_attention", "plot_matrix", "plot_mask", "mask_legend", "plot_blocks"]
 
 # A panel grows by 0.32 in per token up to MAX_CELL inches, and a grid of heads up to MAX_WIDTH
 # inches wide, so that a long sequence never asks for a figure larger than memory. A page shows
@@ -356,3 +356,48 @@ def mask_legend():
 
     blocked, allowed = MASK_COLOURS
     return [Patch(color=allowed, label="may attend"), Patch(color=blocked, label="blocked")]
+
+
+def plot_blocks(owners, *, ax=None, title=None):
+    r"""Draw which sequence holds each block of a paged cache's pool, step after step: one
+    column per step, one row per block, one colour per sequence, white where a block is free.
+
+    Args:
+        owners (Tensor or array): :math:`(T, B)` integers, the sequence holding block
+            :math:`b` after step :math:`t`, ``-1`` when it is free
+            (the ``trace`` of :class:`attention.serving.ServeStats`).
+        ax (matplotlib.axes.Axes, optional): draw into this axes. Default: ``None`` (a new
+            figure).
+        title (str, optional): the axes' title. Default: ``None``.
+
+    Shape:
+        - owners: :math:`(T, B)`, :math:`T` steps and :math:`B` blocks
+
+    Returns:
+        matplotlib.figure.Figure: the figure drawn on.
+
+    Examples::
+
+        >>> fig = plot_blocks([[0, -1], [0, 1], [-1, 1]], title="two sequences")
+        >>> fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()
+        ('step', 'block')
+    """
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    m = _to_array(owners, "owners", (2,))
+    _check_title(title)
+    _check_ax(ax)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8.0, min(6.0, 1.5 + 0.12 * m.shape[1])))
+    palette = plt.get_cmap("tab20").colors
+    colours = ["white", *(palette[i % len(palette)] for i in range(max(int(m.max()) + 1, 1)))]
+    cells = np.asarray(m, dtype=np.int64).T + 1  # (B, T): 0 free, s + 1 sequence s
+    ax.imshow(cells, cmap=mcolors.ListedColormap(colours), vmin=0, vmax=len(colours) - 1,
+              aspect="auto", interpolation="nearest", origin="lower")  # fmt: skip
+    ax.set_xlabel("step")
+    ax.set_ylabel("block")
+    if title is not None:
+        ax.set_title(title)
+    return ax.figure

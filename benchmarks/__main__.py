@@ -12,6 +12,10 @@
                                       flash backend and tiled_attention on a CUDA GPU; writes
                                       benchmarks/results/triton-<date>.csv (with --quick: its
                                       loops on the CPU, in Triton's interpreter)
+    python -m benchmarks --serving    only the serving rows of the CPU suite (paged cache,
+                                      continuous against static batching, prefix sharing, on
+                                      page 16's character model); writes
+                                      benchmarks/results/serving-<date>.csv and .md
     python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
                                       flex_attention once per length: minutes on a cold cache);
                                       writes benchmarks/results/flex-<date>.csv and .md
@@ -41,6 +45,7 @@ import torch
 
 from . import context_parallel, cpu, flash_triton, gpu
 from . import flex as flex_suite
+from . import serving as serving_suite
 from .memory import METHOD
 from .report import CsvWriter, provenance, results_path, table
 
@@ -59,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--triton", action="store_true", help="the Triton kernel's rows (needs CUDA)"
     )
+    parser.add_argument("--serving", action="store_true", help="only the serving rows")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, all the cores)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
@@ -73,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_generation(args)
     if args.tiled:
         return run_tiled(args)
+    if args.serving:
+        return run_serving(args)
     return run_flex(args) if args.flex else run_cpu(args)
 
 
@@ -88,6 +96,7 @@ def run_cpu(args) -> int:
     generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
     generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
     flex_rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
+    serving_rows = serving_rows_of(args)
     elapsed = time.monotonic() - start
 
     matmul = [r["matmul_gflops"] for r in module_rows]
@@ -119,12 +128,14 @@ def run_cpu(args) -> int:
         "",
         *generation_section(generation_rows),
         *flex_section(flex_rows, args),
+        *serving_suite.section(serving_rows, table),
         *goals_section(args, lambda: cpu.goals(module_rows, tiled_rows, generation_rows)),
     ]
     print("\n".join(text[2:]))
     record(
-        args, "cpu", cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS, prov,
-        module_rows + tiled_rows + generation_rows + cp_rows + flex_rows, text,
+        args, "cpu",
+        cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS + serving_suite.FIELDS, prov,
+        module_rows + tiled_rows + generation_rows + cp_rows + flex_rows + serving_rows, text,
     )  # fmt: skip
     return 0
 
@@ -308,6 +319,29 @@ def run_generation(args) -> int:
     ]
     print("\n".join(text[2:]))
     record(args, "generation", cpu.FIELDS, prov, rows, text)
+    return 0
+
+
+def serving_rows_of(args) -> list[dict]:
+    """The serving rows: page 16's model, or a tiny untrained one with --quick."""
+    quick = args.quick
+    case = serving_suite.QUICK_CASE if quick else serving_suite.CASE
+    return serving_suite.run_serving(case, quick=quick, rounds=1 if quick else max(3, args.rounds))
+
+
+def run_serving(args) -> int:
+    """Only the serving rows: ``python -m benchmarks --serving``."""
+    prov = cpu_provenance("Serving rows")
+    start = time.monotonic()
+    rows = serving_rows_of(args)
+    elapsed = time.monotonic() - start
+    rounds = 1 if args.quick else max(3, args.rounds)
+    text = [
+        *heading("Serving", prov, f"{rounds} interleaved rounds", elapsed),
+        *serving_suite.section(rows, table),
+    ]
+    print("\n".join(text[2:]))
+    record(args, "serving", cpu.FIELDS + serving_suite.FIELDS, prov, rows, text)
     return 0
 
 

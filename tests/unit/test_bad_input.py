@@ -279,6 +279,7 @@ def _calls() -> dict[str, Call]:
             names={"matrix": ("x_labels",)},
         ),
         "plot_mask": Call(viz.plot_mask, {"mask": masks.causal_mask(3), "title": "causal"}),
+        "plot_blocks": Call(viz.plot_blocks, {"owners": [[0, -1], [0, 1]], "title": "pool"}),
         # reproducibility
         "seed_everything": Call(seed_everything, {"seed": 3}),
         "claim": Call(

@@ -67,6 +67,22 @@ def test_generation_alone_writes_its_rows_and_table(tmp_path):
     assert "## Generation with and without the KV cache" in text and "not judged" in text
 
 
+def test_serving_alone_writes_memory_throughput_and_sharing_rows(tmp_path):
+    _run_benchmarks("--serving", "--quick", "--out", str(tmp_path))
+    (table,) = tmp_path.glob("serving-*.csv")
+    rows = {row["impl"]: row for row in csv.DictReader(table.open())}
+    assert set(rows) == {
+        "memory: preallocated", "memory: paged", "throughput: continuous",
+        "throughput: static", "sharing: shared", "sharing: apart",
+    }  # fmt: skip
+    paged, preallocated = rows["memory: paged"], rows["memory: preallocated"]
+    assert paged["token_bytes"] == preallocated["token_bytes"]
+    assert int(paged["token_bytes"]) <= int(paged["reserved_bytes"])
+    assert int(paged["reserved_bytes"]) < int(preallocated["reserved_bytes"])
+    assert int(rows["sharing: shared"]["blocks"]) < int(rows["sharing: apart"]["blocks"])
+    assert "## Serving: paged cache and continuous batching" in table.with_suffix(".md").read_text()
+
+
 def test_tiled_alone_writes_inference_and_training_rows_with_memory(tmp_path):
     from benchmarks import cpu
 

@@ -81,6 +81,7 @@ NO_SHAPE = {
     "split_dates",
     "make_dates",
     "decode_target",  # ids in, a str out
+    "memory_use",  # counts in, counts out
     "MultiHeadAttention.from_torch",
     "FusedMultiHeadAttention.from_torch",
     "TransformerBlock.from_torch",
