@@ -233,15 +233,17 @@ plt.show()
 # %%
 # The hard answer sits exactly on one page. The soft answer (the red star) lies between
 # the pages, pulled hardest towards the page with the largest weight (the biggest blue
-# disc), and a little towards each of the others.
+# disc, the widest line: each line's width is its page's weight), and a little towards
+# each of the others.
 #
 # From soft to hard: how sharp the scores are
 # -------------------------------------------
 #
 # The two lookups are not as different as they look. Multiply the scores by a growing
 # factor and the softmax puts more and more of the weight on the best page; in the limit
-# it *is* the argmax. With the scores shrunk towards zero, every page gets the same
-# share.
+# it *is* the argmax when one page has the best score alone, and pages that tie for the
+# best share the weight equally. With the scores shrunk towards zero, every page gets
+# the same share.
 
 sharpness = torch.logspace(-1, 1.5, 60, device=device)  # 0.1 ... 31.6
 # (60, 1) * (5,) -> (60, 5)

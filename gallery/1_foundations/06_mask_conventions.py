@@ -486,10 +486,10 @@ if device.type == "cpu":  # kernel-dependent paths: checked where the page is bu
 # This package gives 0 for both the output and the weights, with finite gradients. The
 # ``-1e9`` mask gives no NaN but silently attends to *everything*, padding and future
 # tokens included: its output is the plain average of all values.
-# ``nn.MultiheadAttention`` gives NaN when it returns weights, and on its fast path too;
+# ``nn.MultiheadAttention`` gives NaN when it returns weights. On the device and torch
+# version printed above the table, its fast path gives NaN too, while
 # ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` without weights
-# return 0 on the device and torch version printed above the table (kernels differ
-# between devices: check yours).
+# return 0 (kernels differ between devices: check yours).
 #
 # NaN does not stay where it starts. The rows that came out NaN belong to padding
 # positions, which the next layer masks as keys; but a blocked key still has its value
@@ -615,7 +615,6 @@ axes[0].add_patch(
         clip_on=False,
     )
 )
-axes[0].set_ylabel("query")
 # what is_causal=True uses
 upper_left = torch.ones(L_new, S_all, dtype=torch.bool).tril()
 plot_mask(
@@ -634,6 +633,7 @@ plot_mask(
 )
 for ax in axes:
     ax.set_xlabel("key (t0-t3 cached, t4-t5 new)")
+    ax.set_ylabel("query")
 fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("Two new tokens attending to six keys: which causal mask is right")
 plt.show()

@@ -10,15 +10,17 @@ Performance: what attention costs, and how to time it
 The earlier pages made attention correct; this one measures what it costs. It times one
 multi-head attention call in two parts, the projections and the attention core, over a
 sweep of sequence lengths, and finds where the quadratic term takes over; it compares
-bfloat16 with float32, speed and accuracy; it shows why asking for the attention
-weights costs the package's module more than ``nn.MultiheadAttention``; and it times the
-causal mask of :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as
-a flag and as a tensor.
+bfloat16 with float32, speed and accuracy; it shows why asking for the weights changes
+the package module's kernel but not ``nn.MultiheadAttention``'s (whose CPU fast path
+builds them anyway); and it times the causal mask of
+:ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as a flag and as a
+tensor.
 
-Every time on the page comes from one timer, :func:`attention.measure.compare`, and is
-printed with the device it ran on. The site is built on a CPU: the section on timing a
-GPU shows and explains the code that does it, which runs only where there is a GPU, and
-says so when there is none. ``make bench`` runs the larger benchmark behind the page.
+Every time on the page comes from one timer, :func:`attention.measure.compare` (bar
+the GPU section's two stopwatch readings, shown for contrast), and is printed with the
+device it ran on. The site is built on a CPU: the code of the section on timing a GPU
+runs only where there is one, and says so when there is none. ``make bench`` runs the
+larger benchmark behind the page.
 """
 
 # %%
@@ -81,8 +83,8 @@ with num_threads(1):
 # - the **attention core**: :math:`QK^\top` and the weighted sum of the values, each
 #   :math:`2LSD` per head, :math:`4NL^2E` operations for self-attention, quadratic in L.
 #
-# The core's share of the arithmetic is :math:`4NL^2E / 8NLE^2 = L / 2E`: the two are
-# equal at :math:`L = 2E`. The sweep below times the two parts of what
+# The core's arithmetic is :math:`4NL^2E / 8NLE^2 = L / 2E` times the projections':
+# the two are equal at :math:`L = 2E`. The sweep below times the two parts of what
 # :class:`attention.FusedMultiHeadAttention` computes, with its own layers: the
 # projections, and the core as it runs it, in PyTorch's fused kernel
 # ``F.scaled_dot_product_attention`` (the reshapes and copies between them are left
@@ -198,12 +200,12 @@ for L in lengths:
 # decimal digits (:math:`8 \log_{10} 2`). Here the same module call at L = 1024 and a
 # square matrix product are timed in float32 and under autocast to bfloat16, all four in
 # the same rounds, and the module's output is compared with the same module in float64.
-# The sweep above timed this call's two parts at L = 1024 in rounds of their own and
-# without the reshapes between them, so the sum of those two times need not equal the
-# whole call's time here.
-# (On a processor whose bfloat16 kernel needs ATen's AVX-512 code, run at a lower
-# ``ATEN_CPU_CAPABILITY``, PyTorch's fused bfloat16 kernel refuses to run; the output
-# then says so, and the math kernel is timed instead.)
+# The sweep above timed this call's two parts in rounds of their own, without the
+# reshapes: their sum need not equal the whole call's time.
+# (ATen, PyTorch's C++ operator library, picks its CPU kernels by the processor's
+# instruction set, or a lower one named by ``ATEN_CPU_CAPABILITY``. Where the fused
+# bfloat16 kernel needs AVX-512 and a lower one is named, it refuses; the output says
+# so, and the math kernel is timed instead.)
 
 import contextlib
 import functools
@@ -290,9 +292,10 @@ claim("bfloat16 error", errors[torch.bfloat16], above=1e-4, below=5e-2)
 # hardware's answer, not the format's: the round-by-round ratios above give it for this
 # device, and a ratio below 1 in every round is a real speed-up, one that straddles 1
 # is noise. A processor multiplies bfloat16 fast only with instructions made for it (on
-# x86, AVX512-BF16 or AMX; the last line names those this one reports). Without them
-# the product runs in code that is not tuned for it and can take many times as long as
-# in float32: a ratio far above 1 in every round says that, not noise.
+# x86, AVX512-BF16 or AMX, Intel's Advanced Matrix Extensions; the last line names
+# those this one reports). Without them the product runs in code that is not tuned for
+# it and can take many times as long as in float32: a ratio far above 1 in every round
+# says that, not noise.
 #
 # The cost of ``need_weights=True``
 # ---------------------------------
@@ -401,7 +404,8 @@ with torch.inference_mode():
             print(f"  {backend.name:>19}: cannot run here")
             continue
         same = torch.equal(outputs[backend.name], default_out)
-        print(f"  {backend.name:>19}: runs; bit for bit the default's output: {same}")
+        gap = (outputs[backend.name] - default_out).abs().max().item()
+        print(f"  {backend.name:>19}: bit for bit: {same!s:>5}, largest gap {gap:.1e}")
 
 # sphinx_gallery_start_ignore
 assert "MATH" in outputs
@@ -412,8 +416,8 @@ for out in outputs.values():
 
 # %%
 # The backend whose output equals the default's bit for bit is the one the default
-# picked. The others agree with it to float32 rounding, not exactly: each adds the same
-# numbers in a different order.
+# picked. The others differ from it by float32 rounding (the largest gaps printed):
+# each adds the same numbers in a different order.
 #
 # A causal mask: the flag or a tensor
 # -----------------------------------
@@ -428,10 +432,11 @@ for out in outputs.values():
 #   mask, or to ``MATH``. ``causal_lower_right`` reaches the flash backend as its causal
 #   flag, which that backend aligns bottom-right (or the memory-efficient backend's own
 #   bottom-right mode): no mask is built.
-# - On the CPU the flash backend accepts a mask, and ``causal_lower_right`` has no
-#   bottom-right flag to use: it builds the same ``(L, S)`` mask at each call and passes
-#   it on (both are in ``CausalBias._dispatch``, in ``torch/nn/attention/bias.py``).
-#   The CPU's flash backend runs all three forms (the build checks it).
+# - On the CPU the flash backend accepts a mask; when :math:`L \ne S`,
+#   ``causal_lower_right`` has no bottom-right flag to use: it builds the same
+#   ``(L, S)`` mask at each call and passes it on (see ``CausalBias._dispatch`` in
+#   ``torch/nn/attention/bias.py``). The CPU's flash backend runs all three forms (the
+#   build checks it).
 #
 # A causal mode also saves work. A tile of queries and keys that lies wholly above the
 # diagonal holds no pair that may attend: a kernel told that the mask is causal skips
@@ -496,11 +501,10 @@ print(f"  the mask: {mask_big.numel() * mask_big.element_size():,} bytes")
 # %%
 # The ratios say, round by round, what the skipped tiles and the mask's bytes were
 # worth on this device (above 1: the tensor took longer; a timing is printed, never
-# asserted, since a busy machine moves it). With a cache (``L < S``) the CPU kernel has
-# no bottom-right mode, so there ``causal_lower_right`` builds the very mask that the
-# explicit form passes, and the two do the same work. On a CUDA GPU in half precision
-# they do not: ``causal_lower_right`` keeps the flash backend and its skipped tiles, and
-# the explicit mask gives up both.
+# asserted, since a busy machine moves it). With a cache (``L < S``), on the CPU
+# ``causal_lower_right`` and the explicit mask do the same work; on a CUDA GPU in half
+# precision they do not: ``causal_lower_right`` keeps the flash backend and its skipped
+# tiles, and the explicit mask gives up both.
 #
 # Timing a GPU correctly
 # ----------------------
@@ -528,8 +532,7 @@ print(f"  the mask: {mask_big.numel() * mask_big.element_size():,} bytes")
 #    :pyobject: _cuda_round
 #
 # The cell below shows the difference on a GPU: the same product timed with a bare
-# stopwatch, with a stopwatch that synchronises, and with events. It runs only where
-# there is a CUDA GPU.
+# stopwatch, with a stopwatch that synchronises, and with events.
 
 import time
 
@@ -633,8 +636,8 @@ else:
 # - On a GPU, time the kernels with CUDA events after a warm-up, and synchronise once
 #   before reading them; a stopwatch around an asynchronous call measures the queueing.
 # - One attention call is projections, linear in L, and the attention core, quadratic
-#   in L; the core's share of the arithmetic is :math:`L / 2E`, and at long lengths it
-#   dominates the time as well.
+#   in L; the core's arithmetic is :math:`L / 2E` times the projections'; the sweep's
+#   ratios at L = 2048 compare their times on this device.
 # - bfloat16 gives up digits (the errors printed above); whether it buys speed depends
 #   on the hardware's matrix units: measure it against float32 in the same rounds.
 # - ``need_weights=True`` moves the package's module off the fused kernel onto the path
