@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._checks import check_bool, check_choice, check_int, check_tokens
+from ._checks import check_bool, check_choice, check_int, check_positive, check_tokens
 from .language_model import sampling_distribution
 from .paged import PagedKVCache
 
@@ -126,12 +126,15 @@ def request_mix(
     check_int(n, "n")
     check_int(max_len, "max_len", minimum=2)
     check_int(seed, "seed", minimum=0)
+    for value, name in ((prompt_median, "prompt_median"), (output_median, "output_median"),
+                        (sigma, "sigma")):  # fmt: skip
+        check_positive(value, name)
     if not isinstance(text, Tensor) or text.dim() != 1 or len(text) <= max_len:
         raise ValueError(f"text must be a 1-D tensor of more than max_len={max_len} ids")
     g = torch.Generator().manual_seed(seed)
     normal = torch.randn(n, 2, generator=g, dtype=torch.float64)  # (n, 2)
     medians = torch.tensor([prompt_median, output_median], dtype=torch.float64)
-    lengths = (medians * (sigma * normal).exp()).round().clamp(min=1)  # (n, 2)
+    lengths = (medians * (sigma * normal).exp()).round().clamp(1, max_len)  # (n, 2), finite
     starts = torch.randint(0, len(text) - max_len, (n,), generator=g).tolist()
     requests = []
     for (p, t), start in zip(lengths.long().tolist(), starts, strict=True):

@@ -56,6 +56,7 @@ from attention.distributed import (
     ulysses_attention,
 )
 from attention.language_model import DecoderLM, sampling_distribution
+from attention.paged import PagedKVCache
 from attention.positions import (
     PositionalEncoding,
     RotaryEmbedding,
@@ -64,6 +65,7 @@ from attention.positions import (
 )
 from attention.repro import claim, default_device, num_threads, seed_everything
 from attention.seq2seq import Seq2SeqTransformer
+from attention.serving import Request, request_mix
 from attention.tiled import tiled_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -176,6 +178,31 @@ def _calls() -> dict[str, Call]:
             {"batch_size": 2, "window": 4, "sinks": 1},
             subject=lambda: _lm("rotary"),
         ),
+        "PagedKVCache": Call(
+            PagedKVCache,
+            {
+                "num_layers": 2,
+                "num_blocks": 4,
+                "block_size": 2,
+                "num_kv_heads": 1,
+                "head_dim": 4,
+                "max_len": 8,
+                "dtype": torch.float32,
+            },
+        ),  # fmt: skip
+        "Request": Call(Request, {"prompt": _tokens(3), "max_new_tokens": 2}),
+        "request_mix": Call(
+            request_mix,
+            {
+                "text": _tokens(50),
+                "n": 3,
+                "max_len": 16,
+                "prompt_median": 4.0,
+                "output_median": 3.0,
+                "sigma": 0.5,
+                "seed": 1,
+            },
+        ),  # fmt: skip
         "register_attention": Call(  # the name's own function again: registers nothing new
             register_attention, {"name": "causal", "build": CausalSelfAttention.from_config}
         ),
@@ -782,6 +809,12 @@ NOT_CALLED = {
     "DateExample": "a record (NamedTuple) of what make_dates wrote",
     "Seq2SeqWeights": "a record (NamedTuple) of a model's attention weights",
     "Timing": "a record (dataclass) of what compare measured",
+    # The scheduler runs a model over a paged cache: its own file refuses every bad request.
+    "serve": "runs a model over requests: tests/unit/test_serving.py refuses bad requests",
+    "sample_many": "runs a model: tests/unit/test_serving.py",
+    "forward_rows": "one forward call inside serve: tests/unit/test_serving.py",
+    "memory_use": "reads a ServeStats that serve made: tests/unit/test_serving.py",
+    "ServeStats": "a record (dataclass) of what serve measured",
     # The decoding-state contract's base: every call reaches it through KVCache's (above).
     "DecodingState": "an abstract base: KVCache's calls check what it checks",
     # Calls that take seconds each: their own test files refuse every bad argument.
