@@ -46,10 +46,17 @@ SPHINXBUILD_GETTEXT := ATTENTION_RUN_EXAMPLES=0 $(PY) -m sphinx -b gettext -W \
 	--keep-going -c . $(SPHINXOPTS) docs build/gettext
 GENERATED := build docs/tutorials docs/generated docs/sg_execution_times.rst
 
-.PHONY: html test unit lint serve bench robust downloads gettext clean venv
+.PHONY: html test unit web-test lint serve bench robust downloads gettext clean venv
 
 # The virtual environment: made once, refreshed when the requirements or the package metadata
 # change.
+# The widgets' JavaScript dependencies (ONNX Runtime Web), pinned by web/package-lock.json and
+# installed as .venv is: once, and again when the lock file changes.
+WEB_STAMP := web/node_modules/.installed
+$(WEB_STAMP): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	touch $@
+
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -r requirements.txt
@@ -66,7 +73,7 @@ venv: $(STAMP)
 # alone, as the build-behaviour tests' throwaway copies do).
 LANGUAGES ?= en zh_CN
 
-html: $(STAMP)
+html: $(STAMP) $(WEB_STAMP)
 	$(SPHINXBUILD)
 ifneq ($(filter zh_CN,$(LANGUAGES)),)
 	$(SPHINXBUILD_ZH)
@@ -97,12 +104,16 @@ unit: $(STAMP)
 # one worker (xdist_group), so that copy is built once.
 # The Chinese build follows the English build, running nothing; a message without its
 # translation fails it (docs/_ext/attention_i18n.py).
-test: lint unit
+test: lint unit web-test
 	rm -rf $(GENERATED)
 	ATTENTION_GALLERY_PATTERN= ATTENTION_RUN_STALE=1 $(SPHINXBUILD)
 	$(SPHINXBUILD_ZH)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup tests/docs
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/site
+
+# The widgets' JavaScript, with node's own test runner.
+web-test: $(WEB_STAMP)
+	cd web && npm test
 
 serve: $(STAMP)
 	test -f build/html/index.html || $(MAKE) html

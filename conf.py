@@ -132,6 +132,9 @@ extensions = [
     "attention_downloads",
     # docs/_ext/attention_site.py: maths out of the search index and its snippets.
     "attention_site",
+    # docs/_ext/attention_widgets.py: the trained models in the reader's browser (ONNX Runtime
+    # Web, served by the site; web/ holds the widgets' JavaScript).
+    "attention_widgets",
     # The bibliography (docs/references.bib) and the :cite:p: / :cite:t: roles.
     "sphinxcontrib.bibtex",
     # sphinx-design's dropdowns, and docs/_ext/attention_exercises.py: each exercise's solution

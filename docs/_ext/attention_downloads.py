@@ -427,6 +427,13 @@ class SphinxLinks(Links):
         return cite_authors(names), entry.fields.get("year", ""), url
 
 
+#: What a download says where its page holds a widget (``.. widget::``), by language.
+WIDGET_WORDS = {
+    "en": "The site's copy of this page runs this model in your browser",
+    "zh_CN": "本页在网站上的版本可以在你的浏览器中运行这个模型",
+}
+
+
 class _Converter:
     """Turns the reST of one notebook's text blocks into Markdown, through placeholders.
 
@@ -522,6 +529,15 @@ class _Converter:
             )
             if self.plain:
                 line = _markdown_to_plain(line)
+            return f"{indent}{self._hold(line)}"
+        if name == "widget":  # a model in the site's page (attention_widgets); a link here
+            found = self.links.document("/" + self.docname, self.docname)
+            words = WIDGET_WORDS[self.language]
+            if found is None or self.plain:
+                where = f": {found[1]}" if found else ""
+                line = f"({words}{where})" if self.plain else f"*{words}.*"
+            else:
+                line = f"*[{words}]({found[1]}).*"
             return f"{indent}{self._hold(line)}"
         if name == "rubric":
             return f"{indent}{arg}" if self.plain else f"{indent}**{arg}**"

@@ -731,6 +731,18 @@ claim(
 # same for every sentence: the mean-ablated number measures what the head contributes
 # *sentence by sentence*, and the ranking above uses it.
 #
+# The model in your browser
+# -------------------------
+#
+# The site's build exports this classifier to ONNX with
+# :func:`attention.export.export_onnx` and checks that ONNX Runtime gives its logits to
+# within :math:`10^{-4}`. On the site it runs in your browser (ONNX Runtime Web, about
+# 15 MB, loaded only when you start it): type a sentence in the task's words, see the
+# prediction, and focus a word to see where each head of each layer looks from it.
+#
+# .. widget:: classifier
+#    :model: sentiment
+#
 # What to remember
 # ----------------
 #

@@ -700,6 +700,20 @@ plt.show()
 # difference worth the name: this model does not lean on its first token, so it does
 # not miss it when it leaves the cache. StreamingLLM needs sinks because large models
 # have them.
+
+# %%
+# The model in your browser
+# -------------------------
+#
+# The site's build exports this very model to ONNX with
+# :func:`attention.export.export_onnx` and checks that ONNX Runtime gives its logits to
+# within :math:`10^{-4}`. On the site it runs in your browser (ONNX Runtime Web, about
+# 15 MB, loaded only when you start it): type a prompt, sample with this page's
+# temperature, top-k and top-p, and focus a character to see where each head of each
+# layer looks. A downloaded notebook finds the widget on the site's copy of this page.
+#
+# .. widget:: language-model
+#    :model: char-lm
 #
 # What to remember
 # ----------------

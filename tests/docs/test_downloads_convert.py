@@ -513,3 +513,25 @@ def test_a_page_that_imports_the_triton_kernels_installs_triton_or_stops(tmp_pat
                 exec(compile(code, "<cell>", "exec"), namespace)
         finally:
             sys.platform = saved
+
+
+def test_a_widget_becomes_a_link_to_the_sites_page():
+    # A notebook or script has no widget: it says where the page that holds one is.
+    class PageLinks(dl.Links):
+        def document(self, name, from_doc):
+            assert name == "/tutorials/99" and from_doc == "tutorials/99"
+            return "A page", "https://site.test/tutorials/99.html"
+
+    source = "Try it:\n\n.. widget:: language-model\n   :model: char-lm\n\nAfter."
+    for language, words in dl.WIDGET_WORDS.items():
+        converter = dl._Converter(
+            include=None, links=PageLinks(), docname="tutorials/99", language=language
+        )
+        markdown = converter.finish(converter.prepare_text(source))
+        assert f"*[{words}](https://site.test/tutorials/99.html).*" in markdown, markdown
+        assert "language-model" not in markdown and "widget" not in markdown
+        plain = dl._Converter(
+            include=None, links=PageLinks(), docname="tutorials/99", plain=True, language=language
+        )
+        text = plain.finish(plain.prepare_text(source))
+        assert f"({words}: https://site.test/tutorials/99.html)" in text, text
