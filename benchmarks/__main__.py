@@ -11,6 +11,9 @@
     python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
                                       flex_attention once per length: minutes on a cold cache);
                                       writes benchmarks/results/flex-<date>.csv and .md
+    python -m benchmarks --decoding   only the decoding-step rows: one new token after S held
+                                      tokens, for every attention variant's decoding state;
+                                      writes benchmarks/results/decoding-<date>.csv and .md
     python -m benchmarks --quick      the same code on tiny sizes in seconds, to check that the
                                       harness runs (with --gpu on a CPU-only machine: the GPU
                                       suite's loops on the CPU); writes nothing without --out.
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from . import context_parallel, cpu, gpu
+from . import context_parallel, cpu, decoding, gpu
 from . import flex as flex_suite
 from .memory import METHOD
 from .report import CsvWriter, provenance, results_path, table
@@ -52,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         "--generation", action="store_true", help="only the generation (KV cache) rows"
     )
     parser.add_argument("--tiled", action="store_true", help="only the tiled_attention rows")
+    parser.add_argument(
+        "--decoding", action="store_true", help="only the decoding-step rows (every variant)"
+    )
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, all the cores)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
@@ -64,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_gpu(args)
     if args.generation:
         return run_generation(args)
+    if args.decoding:
+        return run_decoding(args)
     if args.tiled:
         return run_tiled(args)
     return run_flex(args) if args.flex else run_cpu(args)
@@ -80,6 +88,7 @@ def run_cpu(args) -> int:
     cp_rows = context_parallel.run_context_parallel(cp_case)
     generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
     generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
+    decoding_rows = decoding_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     flex_rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     elapsed = time.monotonic() - start
 
@@ -111,13 +120,15 @@ def run_cpu(args) -> int:
         table(cp_rows, context_parallel.COLUMNS, markdown=True),
         "",
         *generation_section(generation_rows),
+        *decoding.section(decoding_rows),
         *flex_section(flex_rows, args),
         *goals_section(args, lambda: cpu.goals(module_rows, tiled_rows, generation_rows)),
     ]
     print("\n".join(text[2:]))
     record(
-        args, "cpu", cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS, prov,
-        module_rows + tiled_rows + generation_rows + cp_rows + flex_rows, text,
+        args, "cpu", cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS + decoding.FIELDS,
+        prov, module_rows + tiled_rows + generation_rows + decoding_rows + cp_rows + flex_rows,
+        text,
     )  # fmt: skip
     return 0
 
@@ -301,6 +312,27 @@ def run_generation(args) -> int:
     ]
     print("\n".join(text[2:]))
     record(args, "generation", cpu.FIELDS, prov, rows, text)
+    return 0
+
+
+def decoding_rows_of(args, *, rounds: int, min_run_time: float) -> list[dict]:
+    case = decoding.QUICK_CASE if args.quick else decoding.CASE
+    return decoding.run_decoding(case, rounds=rounds, min_run_time=min_run_time)
+
+
+def run_decoding(args) -> int:
+    """Only the decoding-step rows: ``python -m benchmarks --decoding``."""
+    prov = cpu_provenance("Decoding-step rows")
+    rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
+    start = time.monotonic()
+    rows = decoding_rows_of(args, rounds=rounds, min_run_time=min_run_time)
+    elapsed = time.monotonic() - start
+    text = [
+        *heading("Decoding", prov, f"{rounds} interleaved rounds", elapsed),
+        *decoding.section(rows),
+    ]
+    print("\n".join(text[2:]))
+    record(args, "decoding", cpu.FIELDS + decoding.FIELDS, prov, rows, text)
     return 0
 
 
