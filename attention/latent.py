@@ -322,6 +322,7 @@ class MultiHeadLatentAttention(nn.Module):
     def query(self, x: Tensor) -> Tensor:
         r"""Every head's query :math:`[q^C; q^R]` (not yet rotated), :math:`(N, H, L, d_h +
         d_h^R)` from ``x`` :math:`(N, L, E)`."""
+        check_features(x, "x", self.embed_dim, like=self.kv_down.weight)
         N, L, _ = x.shape
         if self.query_latent_dim is None:
             q = self.q_proj(x)  # (N, L, H (d_h + d_h^R))

@@ -31,19 +31,21 @@ __all__ = ["LinearAttention", "RecurrentState", "elu_feature_map"]
 
 def elu_feature_map(x: Tensor) -> Tensor:
     r"""The feature map of linear attention, :math:`\phi(x) = \text{elu}(x) + 1`: positive, so
-    every weight :math:`\phi(q)^\top \phi(k)` is positive and their sum never 0.
+    every weight :math:`\phi(q)^\top \phi(k)` is positive and so is their sum.
 
     Args:
         x (Tensor): any shape.
 
     Returns:
-        Tensor: :math:`\phi(x)`, of ``x``'s shape, every entry above 0.
+        Tensor: :math:`\phi(x)`, of ``x``'s shape, every entry above 0 (unless
+        :math:`e^x` underflows: :math:`x` below about -745 in float64, -104 in float32).
 
     Examples::
 
         >>> elu_feature_map(torch.tensor([-1.0, 0.0, 2.0]))
         tensor([0.3679, 1.0000, 3.0000])
     """
+    check_tensor(x, "x")
     return F.elu(x) + 1
 
 

@@ -157,8 +157,9 @@ def test_bad_input_is_refused():
                                                max_len=4, dtype=torch.float64))  # fmt: skip
     with pytest.raises(TypeError, match="absorb must be a bool"):
         mla(randn(N, 2, E), absorb="yes")
-    with pytest.raises(ValueError, match="last dimension"):
-        mla(randn(N, 2, E + 1))
+    for call in (mla, mla.query):
+        with pytest.raises(ValueError, match="last dimension"):
+            call(randn(N, 2, E + 1))
     cache = LatentCache(1, batch_size=N, latent_dim=8, rope_dim=2, max_len=4)
     with pytest.raises(ValueError, match="rope_key must have shape"):
         cache.update(0, torch.zeros(N, 2, 8), torch.zeros(N, 3, 2))

@@ -126,3 +126,10 @@ def test_bad_input_is_refused():
         with pytest.raises(ValueError, match=words):
             DecoderLM(11, embed_dim=E, num_heads=H, num_layers=1, max_len=8, attention="linear",
                       **kwargs)  # fmt: skip
+
+
+def test_the_feature_map_is_positive_and_checks_its_input():
+    x = torch.tensor([-800.0, -1.0, 0.0, 3.0], dtype=torch.float64)
+    assert (elu_feature_map(x) >= 0).all() and elu_feature_map(x)[1:].gt(0).all()
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        elu_feature_map(torch.tensor([1, 2]))
