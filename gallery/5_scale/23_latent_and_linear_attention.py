@@ -280,19 +280,19 @@ sharpness = {}
 for name, (model, _, _) in runs.items():
     with torch.no_grad():
         _, weights = model(probe, need_weights=True)
-    sharpness[name] = (
-        weights[0][:, :, 63:].amax(dim=-1).mean().item()
-    )  # (8, H, 65) -> mean
+    largest = weights[0][:, :, 63:].amax(dim=-1)  # layer 0: (8, H, 65 queries)
+    sharpness[name] = largest.mean().item()
     print(f"{name:24s} mean largest weight {sharpness[name]:.3f}")
 claim(
     "softmax's mean largest weight over linear attention's",
     min(sharpness[name] for name in softmax) / sharpness["linear"],
-    above=1.5,
+    above=4,
 )
 
 # %%
-# Linear attention spreads its weight: its largest weight is on average a fraction of
-# the softmax attentions' (the printed means), the bluntness the formula predicted.
+# Linear attention spreads its weight: its largest weight is on average less than a
+# quarter of the softmax attentions' (the printed means), the bluntness the formula
+# predicted.
 #
 # Generation goes through each model's own state, and gives the tokens that re-encoding
 # the whole text gives (in float64, where the absorbed and naive forms of MLA agree to
