@@ -4,6 +4,7 @@ equal their formulas, equal to Hugging Face transformers' DeepSeek-V3 attention 
 weights, and bad input refused."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,7 +198,7 @@ def deepseek_v3():
         try:
             partial.rename(folder)  # atomic: another worker may have finished first
         except OSError:
-            pass
+            shutil.rmtree(partial, ignore_errors=True)
     sys.path.append(str(folder))  # after the environment's own packages, which keep priority
     from transformers.models.deepseek_v3 import modeling_deepseek_v3
 
