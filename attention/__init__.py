@@ -7,6 +7,8 @@ from .decoder import CausalSelfAttention
 from .functional import scaled_dot_product_attention
 from .fused import FusedMultiHeadAttention
 from .language_model import DecoderLM
+from .latent import LatentCache, MultiHeadLatentAttention
+from .linear_attention import LinearAttention, RecurrentState
 from .masks import (
     causal_mask,
     document_mask,
@@ -54,4 +56,8 @@ __all__ = [
     "DecoderLM",
     "TransformerDecoderBlock",
     "Seq2SeqTransformer",
+    "MultiHeadLatentAttention",
+    "LatentCache",
+    "LinearAttention",
+    "RecurrentState",
 ]

@@ -201,6 +201,9 @@ def fit_char_lm(
     batch_size: int = 8,
     lr: float = 6e-3,
     eval_every: int = 40,
+    attention: str = "causal",
+    num_kv_heads: int | None = 1,
+    positions: str = "rotary",
 ) -> tuple[nn.Module, list[dict], tuple[Tensor, Tensor]]:
     """Train the pages' character-level language model on Python's documentation, with one
     fixed recipe.
@@ -224,6 +227,12 @@ def fit_char_lm(
         lr (float): peak learning rate. Default: ``6e-3``.
         eval_every (int): steps between two measurements of the validation loss.
             Default: ``40``.
+        attention (str): every layer's attention, a name registered with
+            :func:`attention.decoder.register_attention` (with its default options).
+            Default: ``"causal"``.
+        num_kv_heads (int, optional): key/value heads of ``"causal"`` attention (``None``:
+            one per query head). Default: ``1``.
+        positions (str): the model's positions. Default: ``"rotary"``.
 
     Shape:
         - Output: the training and validation ids are :math:`(T_{train})` and :math:`(T_{val})`
@@ -248,6 +257,8 @@ def fit_char_lm(
     check_int(batch_size, "batch_size")
     check_positive(lr, "lr")
     check_int(eval_every, "eval_every")
+    if num_kv_heads is not None:
+        check_int(num_kv_heads, "num_kv_heads")
     text = python_docs()
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split_by_position(tokenizer.encode(text))
@@ -256,8 +267,8 @@ def fit_char_lm(
     probe = val_windows[:: len(val_windows) // 32][:32]  # (32, 128), spread over the text
     torch.manual_seed(seed)
     model = DecoderLM(
-        len(tokenizer), embed_dim=64, num_heads=4, num_kv_heads=1, num_layers=3,
-        max_len=context, ffn_dim=128, positions="rotary",
+        len(tokenizer), embed_dim=64, num_heads=4, num_kv_heads=num_kv_heads, num_layers=3,
+        max_len=context, ffn_dim=128, positions=positions, attention=attention,
     )  # fmt: skip
 
     def loss_fn(model, batch):

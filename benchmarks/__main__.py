@@ -19,6 +19,9 @@
     python -m benchmarks --flex       only the FlexAttention rows of the CPU suite (compiles
                                       flex_attention once per length: minutes on a cold cache);
                                       writes benchmarks/results/flex-<date>.csv and .md
+    python -m benchmarks --decoding   only the decoding-step rows: one new token after S held
+                                      tokens, for every attention variant's decoding state;
+                                      writes benchmarks/results/decoding-<date>.csv and .md
     python -m benchmarks --quick      the same code on tiny sizes in seconds, to check that the
                                       harness runs (with --gpu on a CPU-only machine: the GPU
                                       suite's loops on the CPU); writes nothing without --out.
@@ -43,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from . import context_parallel, cpu, flash_triton, gpu
+from . import context_parallel, cpu, decoding, flash_triton, gpu
 from . import flex as flex_suite
 from . import serving as serving_suite
 from .memory import METHOD
@@ -65,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         "--triton", action="store_true", help="the Triton kernel's rows (needs CUDA)"
     )
     parser.add_argument("--serving", action="store_true", help="only the serving rows")
+    parser.add_argument(
+        "--decoding", action="store_true", help="only the decoding-step rows (every variant)"
+    )
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, all the cores)")
     parser.add_argument("--rounds", type=int, default=7, help="CPU: interleaved rounds")
@@ -77,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_gpu(args)
     if args.generation:
         return run_generation(args)
+    if args.decoding:
+        return run_decoding(args)
     if args.tiled:
         return run_tiled(args)
     if args.serving:
@@ -95,6 +103,7 @@ def run_cpu(args) -> int:
     cp_rows = context_parallel.run_context_parallel(cp_case)
     generation_case = cpu.QUICK_GENERATION_CASE if args.quick else cpu.GENERATION_CASE
     generation_rows = cpu.run_generation(generation_case, rounds=1 if args.quick else 3)
+    decoding_rows = decoding_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     flex_rows = flex_rows_of(args, rounds=rounds, min_run_time=min_run_time)
     serving_rows = serving_rows_of(args)
     elapsed = time.monotonic() - start
@@ -127,6 +136,7 @@ def run_cpu(args) -> int:
         table(cp_rows, context_parallel.COLUMNS, markdown=True),
         "",
         *generation_section(generation_rows),
+        *decoding.section(decoding_rows),
         *flex_section(flex_rows, args),
         *serving_suite.section(serving_rows, table),
         *goals_section(args, lambda: cpu.goals(module_rows, tiled_rows, generation_rows)),
@@ -134,8 +144,10 @@ def run_cpu(args) -> int:
     print("\n".join(text[2:]))
     record(
         args, "cpu",
-        cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS + serving_suite.FIELDS, prov,
-        module_rows + tiled_rows + generation_rows + cp_rows + flex_rows + serving_rows, text,
+        cpu.FIELDS + context_parallel.FIELDS + flex_suite.FIELDS + decoding.FIELDS
+        + serving_suite.FIELDS, prov,
+        module_rows + tiled_rows + generation_rows + decoding_rows + cp_rows + flex_rows
+        + serving_rows, text,
     )  # fmt: skip
     return 0
 
@@ -342,6 +354,27 @@ def run_serving(args) -> int:
     ]
     print("\n".join(text[2:]))
     record(args, "serving", cpu.FIELDS + serving_suite.FIELDS, prov, rows, text)
+    return 0
+
+
+def decoding_rows_of(args, *, rounds: int, min_run_time: float) -> list[dict]:
+    case = decoding.QUICK_CASE if args.quick else decoding.CASE
+    return decoding.run_decoding(case, rounds=rounds, min_run_time=min_run_time)
+
+
+def run_decoding(args) -> int:
+    """Only the decoding-step rows: ``python -m benchmarks --decoding``."""
+    prov = cpu_provenance("Decoding-step rows")
+    rounds, min_run_time = (1, 0.05) if args.quick else (args.rounds, args.min_run_time)
+    start = time.monotonic()
+    rows = decoding_rows_of(args, rounds=rounds, min_run_time=min_run_time)
+    elapsed = time.monotonic() - start
+    text = [
+        *heading("Decoding", prov, f"{rounds} interleaved rounds", elapsed),
+        *decoding.section(rows),
+    ]
+    print("\n".join(text[2:]))
+    record(args, "decoding", cpu.FIELDS + decoding.FIELDS, prov, rows, text)
     return 0
 
 

@@ -256,3 +256,27 @@ def test_generation_goal_is_judged_on_the_slowest_cache_speed_up():
     ((goal, ok, numbers),) = cpu.generation_goals(rows)
     assert not ok and numbers.startswith("H_kv=8 7.0x; H_kv=1 4.5x")
     assert cpu.generation_goals([row("H_kv=8 cache", 6.0)])[0][1]
+
+
+def test_decoding_alone_writes_a_row_per_variant_and_length_with_counted_bytes(tmp_path):
+    from benchmarks import decoding
+
+    _run_benchmarks("--decoding", "--quick", "--out", str(tmp_path))
+    (table,) = tmp_path.glob("decoding-*.csv")
+    rows = list(csv.DictReader(table.open()))
+    lengths, E, H, layers = decoding.QUICK_CASE
+    assert {(row["impl"], row["S"]) for row in rows} == {
+        (name, str(S)) for name in decoding.VARIANTS for S in lengths
+    }
+    D = E // H
+    per_token = {"multi-head": 2 * E, "grouped-query 2": 4 * D, "grouped-query 1": 2 * D,
+                 "latent": 4 * D + D // 2}  # fmt: skip
+    for row in rows:  # counted bytes: the state of S + 1 positions, 4 bytes an element
+        S = int(row["S"])
+        if row["impl"] == "linear":
+            assert int(row["state_bytes"]) == (D * D + D) * H * layers * 4, row
+        else:
+            expected = per_token[row["impl"]] * layers * (S + 1) * 4
+            assert int(row["state_bytes"]) == expected, row
+        for column in PROVENANCE:
+            assert row[column], f"{table.name}: empty {column!r}"

@@ -275,10 +275,21 @@ def test_the_language_model_recipe_reads_this_text():
     assert all(math.isfinite(row["val_loss"]) for row in history)
 
 
+def test_the_language_model_recipe_trains_another_attention():
+    from attention import LinearAttention
+    from attention.recipes import fit_char_lm
+
+    options = dict(attention="linear", num_kv_heads=None, positions="none")
+    model, history, _ = fit_char_lm(seed=1, steps=2, eval_every=1, **options)
+    assert isinstance(model.blocks[0].self_attn, LinearAttention) and model.positions == "none"
+    assert all(math.isfinite(row["val_loss"]) for row in history)
+
+
 @pytest.mark.parametrize(
     "options, error",
-    [({"steps": 0}, ValueError), ({"lr": 0.0}, ValueError), ({"eval_every": 1.5}, TypeError)],
-)
+    [({"steps": 0}, ValueError), ({"lr": 0.0}, ValueError), ({"eval_every": 1.5}, TypeError),
+     ({"num_kv_heads": 0}, ValueError), ({"attention": "none"}, ValueError)],
+)  # fmt: skip
 def test_the_language_model_recipe_refuses_bad_options(options, error):
     from attention.recipes import fit_char_lm
 
