@@ -102,9 +102,7 @@ print(
     f"weights between {first_layer.min():.2f} and {first_layer.max():.2f}; "
     f"uniform would be 1/{len(sentence)} = {1 / len(sentence):.2f}"
 )
-# sphinx_gallery_start_ignore
 claim("untrained, largest weight on the example", first_layer.max(), below=0.4)
-# sphinx_gallery_end_ignore
 
 # %%
 # The colour scale runs from 0 to 1, as in the trained model's figures below, and every
@@ -151,9 +149,7 @@ before = torch.stack(
 print("untrained, entropy / uniform maximum, per head:")
 for layer, row in enumerate(before, 1):
     print(f"  layer {layer}: " + "  ".join(f"{v:.3f}" for v in row.tolist()))
-# sphinx_gallery_start_ignore
 claim("untrained, lowest relative entropy of a head", before.min(), above=0.95)
-# sphinx_gallery_end_ignore
 
 # %%
 # By this measure every head of both layers is within 5% of uniform (the values printed
@@ -192,9 +188,7 @@ print(
     f"so the most-attended key gets about {spread.mean().exp():.1f}x the "
     "least-attended one"
 )
-# sphinx_gallery_start_ignore
 claim("untrained, mean score spread in a row", spread.mean(), below=1.5)
-# sphinx_gallery_end_ignore
 
 # %%
 # After training: heads with a job
@@ -206,13 +200,11 @@ with torch.no_grad():
     logits, example_weights = model(example, need_weights=True)
 prediction = CLASSES[logits.argmax(-1).item()]
 print(f"{' '.join(sentence)!r} -> {prediction}")
-# sphinx_gallery_start_ignore
 claim(
     "P(negative) for the example sentence",
     logits.softmax(-1)[0, CLASSES.index("negative")],
     above=0.5,
 )
-# sphinx_gallery_end_ignore
 
 plot_attention(
     example_weights[0][0],
@@ -230,13 +222,11 @@ print(
     + f" (uniform {1 / len(sentence):.2f})"
 )
 print(f"the sharpest head: {row_max_1.max() * len(sentence):.1f}x the uniform share")
-# sphinx_gallery_start_ignore
 claim(
     "layer 1, sharpest head's mean row maximum x L",
     row_max_1.max() * len(sentence),
     above=2.0,
 )
-# sphinx_gallery_end_ignore
 
 # %%
 # On the same colour scale as the untrained model's figure, the heads differ from each
@@ -255,9 +245,7 @@ plot_attention(
 plt.show()
 one_cell = (example_weights[1][0].amax(-1) > 0.5).float().mean()  # rows, all heads
 print(f"layer 2: {one_cell:.0%} of the rows put more than half their weight on one key")
-# sphinx_gallery_start_ignore
 claim("layer 2, fraction of rows above 0.5", one_cell, above=0.4)
-# sphinx_gallery_end_ignore
 
 # %%
 # Many rows are a single bright cell (the share printed above). Reading them word by
@@ -332,9 +320,7 @@ print(
     f"relative entropy after / before training: mean over the heads "
     f"{ratio.mean():.2f}, highest {ratio.max():.2f}"
 )
-# sphinx_gallery_start_ignore
 claim("mean entropy after / before training", ratio.mean(), below=0.85)
-# sphinx_gallery_end_ignore
 
 # %%
 # Some head is a ``not`` detector: on average over the words of a sentence, whatever
@@ -348,9 +334,7 @@ print(
     f"the 'not's, on average ({on_not / uniform_not:.1f}x a uniform head's "
     f"{uniform_not:.2f})"
 )
-# sphinx_gallery_start_ignore
 claim("'not' head, weight on 'not's / uniform", on_not / uniform_not, above=2)
-# sphinx_gallery_end_ignore
 
 # %%
 # The ``not`` head on three kinds of sentence
@@ -505,9 +489,7 @@ claim(
     above=0.85,
     below=1.15,
 )
-# sphinx_gallery_start_ignore
 claim("no positions, accuracy with no 'not'", right_without["no 'not'"], above=0.95)
-# sphinx_gallery_end_ignore
 
 # %%
 # A sentence with one ``not`` and the same sentence with that ``not`` moved have the
@@ -542,9 +524,7 @@ print(
     f"largest over {int(both.sum())} sentences, all queries and heads: "
     f"{largest_difference:.1e}"
 )
-# sphinx_gallery_start_ignore
 assert largest_difference < 1e-5
-# sphinx_gallery_end_ignore
 on_not_without = mean_over_queries(
     weight_on(no_order_weights[not_layer - 1], is_not), real & has_not[:, None]
 )[not_head].item()
@@ -552,13 +532,11 @@ print(
     f"the 'not' head without positions: {on_not_without:.2f} of a word's weight on the "
     f"'not's ({on_not_without / uniform_not:.1f}x uniform; with positions {on_not:.2f})"
 )
-# sphinx_gallery_start_ignore
 claim(
     "'not' head without positions, on 'not's / uniform",
     on_not_without / uniform_not,
     above=1.5,
 )
-# sphinx_gallery_end_ignore
 
 # %%
 # Switching heads off: which heads does the model need?
@@ -596,9 +574,7 @@ for layer, block in enumerate(model.blocks, 1):
                 ablated = accuracy(model, held_out_tokens, held_out_labels)
             lost[ablation][layer, head] = held_out_accuracy - ablated
 # the hooks are gone
-# sphinx_gallery_start_ignore
 assert accuracy(model, held_out_tokens, held_out_labels) == held_out_accuracy
-# sphinx_gallery_end_ignore
 
 print("accuracy points lost without the head:")
 print("                  zero-ablated   mean-ablated")
@@ -649,13 +625,11 @@ differences = [abs(lost["zero"][k] - lost["mean"][k]) for k in lost["zero"]]
 print(
     f"largest difference between the two ablations: {100 * max(differences):.1f} points"
 )
-# sphinx_gallery_start_ignore
 claim("most needed head, points lost (mean-ablated)", 100 * lost["mean"][most], above=5)
 claim("most needed head, points lost (zero-ablated)", 100 * lost["zero"][most], above=5)
 claim(
     "least needed head, points lost (mean-ablated)", 100 * lost["mean"][least], below=3
 )
-# sphinx_gallery_end_ignore
 
 # %%
 # Losing the most needed head costs many points, the least needed at most a few. Head by
@@ -744,10 +718,8 @@ print(
     f"reversed input against the reversed results: weights differ by {weights_gap:.1e}"
     f", outputs by {outputs_gap:.1e}"
 )
-# sphinx_gallery_start_ignore
 assert torch.allclose(w_reversed, w_forward.flip(-2, -1), atol=1e-5)
 assert torch.allclose(out_reversed, out_forward.flip(1), atol=1e-5)
-# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 2
@@ -803,9 +775,7 @@ print(
     f"{(hooked_logits - pruned_logits).abs().max():.1e}; accuracy "
     f"{accuracy(pruned, held_out_tokens, held_out_labels):.1%}"
 )
-# sphinx_gallery_start_ignore
 assert torch.allclose(hooked_logits, pruned_logits, atol=1e-5)
-# sphinx_gallery_end_ignore
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py` trains a

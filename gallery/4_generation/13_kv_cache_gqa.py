@@ -185,10 +185,8 @@ for S, timing in timings.items():
         f"{fast.ms:6.2f} ({fast.iqr * 1e3:4.2f}) {work[S][1] / 1e6:9.1f} "
         f"{slow.ms:6.2f} ({slow.iqr * 1e3:4.2f})"
     )
-# sphinx_gallery_start_ignore
 assert work[max(lengths)][1] > 100 * work[max(lengths)][0]
 assert work[max(lengths)][0] < 2 * work[min(lengths)][0]
-# sphinx_gallery_end_ignore
 
 # %%
 # Without the cache, the counted work of a step grows with :math:`S`: the linear layers
@@ -277,10 +275,8 @@ print(
     f"largest difference from copied heads: {(grouped - copied).abs().max():.1e}; "
     f"from PyTorch's enable_gqa=True: {(grouped - torch_gqa).abs().max():.1e}"
 )
-# sphinx_gallery_start_ignore
 assert torch.allclose(grouped, copied, atol=1e-12)
 assert torch.allclose(grouped, torch_gqa, atol=1e-12)
-# sphinx_gallery_end_ignore
 
 # %%
 # Does sharing cost the model anything?
@@ -312,9 +308,7 @@ RECIPE = {  # the previous page's
 mha, mha_history, held_out = fit_repeat_model(seed=seed, **RECIPE)  # H_kv = H = 4
 mqa, mqa_history, _ = fit_repeat_model(seed=seed, num_kv_heads=1, **RECIPE)
 held_out = held_out.to(device)
-# sphinx_gallery_start_ignore
 assert mha.new_cache(1).nbytes == 4 * mqa.new_cache(1).nbytes
-# sphinx_gallery_end_ignore
 for kv_heads, history in ((4, mha_history), (1, mqa_history)):
     curve = [row["second_half"] for row in history]  # each batch's mean
     # the first step from which ten steps average a second-half loss below 1
