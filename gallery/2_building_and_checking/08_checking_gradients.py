@@ -571,9 +571,9 @@ claim(
 # - A query that may attend to nothing gets output 0 and gradient 0 for itself, sends no
 #   gradient to any key or value, and everything else keeps finite gradients.
 # - ``-inf`` turns an empty row into NaN, and the NaN reaches the gradient of every
-#   value; a large finite fill makes the row uniform and sends gradient to keys that
-#   must stay hidden; the package fills with ``finfo.min`` and zeroes the blocked
-#   weights afterwards.
+#   value; a large finite fill makes the row uniform and sends gradient to a value
+#   that no query may read (value 3 in the table); the package fills with
+#   ``finfo.min`` and zeroes the blocked weights afterwards.
 # - Print the gradient norm of every parameter after a backward pass: a norm of (nearly)
 #   0 needs a reason, like the key bias, whose effect the softmax cancels. A parameter
 #   with gradient 0 is still shrunk by weight decay.

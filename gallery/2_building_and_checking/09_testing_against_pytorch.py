@@ -363,9 +363,12 @@ for (module, what, dtype), diff in table.items():
 # ------------------------
 #
 # Each difference divided by its dtype's machine epsilon (``torch.finfo(dtype).eps``:
-# about ``1.2e-7`` for float32, ``2.2e-16`` for float64) says how many units of rounding
-# apart the two results are. A real mistake, like the forgotten biases above, would be
-# millions of units.
+# about ``1.2e-7`` for float32, ``2.2e-16`` for float64) puts float32 and float64 on
+# one scale. It is an absolute difference counted in epsilons: near 1, one epsilon is
+# one unit of rounding (the spacing of the numbers the dtype can hold there), and a
+# number :math:`2^k` times larger has units :math:`2^k` times larger, so on outputs
+# larger than 1 the same count stands for fewer units of rounding. A real mistake, like
+# the forgotten biases above, would be millions of epsilons.
 
 import matplotlib.pyplot as plt
 
@@ -392,15 +395,15 @@ largest_ulps = max(
     diff / torch.finfo(dtype).eps for (_, _, dtype), diff in table.items()
 )
 forgotten_ulps = out_diff / torch.finfo(torch.float32).eps
-print(f"largest difference after from_torch: {largest_ulps:.1f} units of rounding")
-print(f"the weights-only copy at the top of the page: {forgotten_ulps:.1e} units")
+print(f"largest difference after from_torch: {largest_ulps:.1f} epsilons")
+print(f"the weights-only copy at the top of the page: {forgotten_ulps:.1e} epsilons")
 claim("largest difference after from_torch (ulps)", largest_ulps, below=100)
 claim("weights-only copy (ulps)", forgotten_ulps, above=1e6)
 
 # %%
-# Every bar is a few units of rounding at most (the largest is printed above), in
-# float32 as in float64: the two implementations compute the same numbers, adding them
-# in a different order at most. The forgotten biases were off by millions of units.
+# Every bar is a few epsilons at most (the largest is printed above), in float32 as in
+# float64: the two implementations compute the same numbers, adding them in a
+# different order at most. The forgotten biases were off by millions of epsilons.
 #
 # Letting hypothesis choose the cases
 # -----------------------------------
@@ -561,12 +564,13 @@ hypothesis_home.cleanup()
 #   biases into ``in_proj_bias``; the biases must be copied too, and the key bias has no
 #   effect on the output, so compare parameters as well as outputs.
 # - ``from_torch`` copies every weight and bias; after it the outputs and per-head
-#   weights agree with PyTorch's to a few units of rounding, in float32 and in float64.
+#   weights agree with PyTorch's to a few machine epsilons, in float32 and in float64.
 # - Convert masks with :mod:`attention.masks`: PyTorch's modules block where the mask is
 #   ``True``, this package attends there; ``F.scaled_dot_product_attention`` shares this
 #   package's polarity.
-# - A query with no key left gives weights 0 here and NaN in ``nn.MultiheadAttention``:
-#   leave such rows out of the comparison and check them separately.
+# - A query with no key left gives weights 0 here and NaN in ``nn.MultiheadAttention``
+#   (on the path that returns weights): leave such rows out of the comparison and check
+#   them separately.
 # - Property tests (hypothesis) state what must hold for *every* shape and mask, find
 #   the case that breaks it, and shrink it to the smallest one.
 #

@@ -4,7 +4,7 @@ Reading attention: heatmaps, entropy and ablation
 
 .. prerequisites:: 04_multi_head 10_classifier
    :summary: The trained classifier read: heatmaps, what each head does over a thousand
-      sentences, what averaging hides, and which heads it needs.
+      sentences, where it learned word order, and which heads it needs.
 
 Attention weights are one of the few parts of a network that can be read directly: for
 every query token, a probability distribution over the key tokens. This page reads the
@@ -14,8 +14,8 @@ as heatmaps with :func:`attention.plot_attention`, first for an untrained model 
 same shape, whose heads spread their weight (and the reason why), then for the trained
 one; it measures what each head does over a thousand held-out sentences, rather than
 trusting one picture; it takes the positional encoding away to test where the model
-learned word order; it shows what averaging the heads into one map hides; and it
-switches the heads off one at a time to find those the model needs.
+learned word order; and it switches the heads off one at a time to find those the
+model needs.
 """
 
 # %%
@@ -409,9 +409,11 @@ print(f"(a uniform head: {uniform_signal:.2f} on any one word)")
 # this head sends it well over the share a uniform head would (the ratio printed above).
 # The line for a distracting ``not`` is there to compare, and the page claims nothing
 # about it: the head was picked for its weight on the ``not`` s of all sentences, which
-# does not ask it to treat both kinds alike. Where the head puts its weight in a
-# sentence without any ``not`` is not what it was picked for either. The next section
-# shows that it needs no position to find a ``not``: it reads a word, not a place.
+# does not ask it to treat both kinds alike. Where it looks in a sentence without a
+# flipping ``not`` (the first and third panels) is not what it was picked for either.
+# Nor is its weight on a ``not`` the same wherever the ``not`` stands: exercise 2
+# measures it with the distracting ``not`` before the signal word and after it. The
+# next section takes the positions away and measures what the head still finds.
 #
 # Where the model learns word order
 # ---------------------------------
@@ -507,8 +509,9 @@ claim("no positions, accuracy with no 'not'", right_without["no 'not'"], above=0
 #
 # Inside the heads it is the same story. Without positions the two ``not`` s of a
 # sentence enter the first layer as the same vector, so every query of every head, in
-# both layers, must give them the same weight; and the ``not`` head, which reads a word
-# rather than a place, still finds them:
+# both layers, must give them the same weight. The ``not`` head still sends the
+# ``not`` s more than a uniform share: part of what it finds, it finds by the word
+# alone.
 
 both = kinds["both"]
 not_gaps = [
@@ -536,106 +539,6 @@ claim(
 )
 
 # %%
-# What averaging over heads hides
-# -------------------------------
-#
-# ``nn.MultiheadAttention`` returns, by default (``average_attn_weights=True``), the
-# weights *averaged over the heads*: one :math:`(N, L, S)` map instead of
-# :math:`(N, H, L, S)`. To see what that does, copy the trained second layer's attention
-# into an ``nn.MultiheadAttention`` (its query, key and value projections are packed
-# into one ``in_proj_weight``) and feed it the input that layer received:
-
-from torch import nn
-
-from attention.masks import to_torch_key_padding_mask
-
-attn = model.blocks[1].self_attn
-torch_attn = nn.MultiheadAttention(attn.embed_dim, attn.num_heads, batch_first=True)
-torch_attn = torch_attn.to(device).eval()
-with torch.no_grad():
-    projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-    torch_attn.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
-    torch_attn.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
-    torch_attn.out_proj.load_state_dict(attn.out_proj.state_dict())
-
-captured = []  # the input of layer 2's attention, recorded by a forward pre-hook
-handle = attn.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
-with torch.no_grad():
-    model(example)
-handle.remove()
-x = captured[0]  # (1, L, E)
-pad_mask = to_torch_key_padding_mask((example != PAD_ID)[:, None, None, :])  # (N, S)
-with torch.no_grad():
-    _, averaged = torch_attn(x, x, x, key_padding_mask=pad_mask)  # (N, L, S)
-    _, per_head = torch_attn(
-        x, x, x, key_padding_mask=pad_mask, average_attn_weights=False
-    )  # (N, H, L, S)
-print(
-    f"average_attn_weights=True: {tuple(averaged.shape)}; False: "
-    f"{tuple(per_head.shape)}"
-)
-assert torch.allclose(per_head, example_weights[1], atol=1e-5)
-assert torch.allclose(averaged, example_weights[1].mean(1), atol=1e-5)
-
-# %%
-# With ``average_attn_weights=False`` PyTorch gives the same per-head weights as our
-# module; with the default, it gives their mean. Next to the layer's most decisive head
-# on this sentence (the one whose rows have the largest top weights):
-
-decisive = example_weights[1][0].amax(-1).mean(-1)  # mean largest weight of a row  (H,)
-sharp_head = int(decisive.argmax())
-fig, axes = plt.subplots(1, 2, figsize=(7, 3.7), layout="constrained")
-panels = {
-    f"head {sharp_head} (the most decisive here)": example_weights[1][0, sharp_head],
-    "average of the 4 heads": averaged[0],
-}
-for ax, (name, panel) in zip(axes, panels.items(), strict=True):
-    plot_attention(panel, x_tokens=sentence, ax=ax, title=name, vmax=1.0)
-    ax.images[0].colorbar.remove()  # one colour bar for both, drawn below
-colour_bar = axes[-1].inset_axes([1.06, 0.0, 0.07, 1.0])  # as tall as the panels
-fig.colorbar(axes[-1].images[0], cax=colour_bar, label="attention weight")
-fig.suptitle("Layer 2: one head versus the average over heads")
-plt.show()
-# (L,)
-sharp_rows, mean_rows = example_weights[1][0, sharp_head].amax(-1), averaged[0].amax(-1)
-print(
-    f"largest weight of a row, mean over the rows: head {sharp_head} "
-    f"{sharp_rows.mean():.2f}, average of the heads {mean_rows.mean():.2f}"
-)
-claim("decisive head's mean row maximum", sharp_rows.mean(), above=0.4)
-claim(
-    "decisive head minus average map", sharp_rows.mean() - mean_rows.mean(), above=0.1
-)
-
-# %%
-# The head puts a large share of each row on one position; the average spreads each
-# row over the columns that different heads chose, so it looks as if every word shared
-# its attention among several words. That is no accident of this sentence. The largest
-# entry of an average is at most the average of the largest entries, so the averaged map
-# is always at most as decisive as the heads are on average; the gap is large when the
-# heads look at different places. Over the held-out set:
-
-layer2 = held_out_weights[1]  # (N, H, L, L)
-row_max_heads = mean_over_queries(layer2.amax(-1), real)  # (H,)
-row_max_mean = mean_over_queries(layer2.mean(1, keepdim=True).amax(-1), real).item()
-print(
-    "largest weight of a row, layer 2: "
-    + ", ".join(f"head {h} {v:.2f}" for h, v in enumerate(row_max_heads.tolist()))
-    + f"; mean of the heads {row_max_heads.mean():.2f}; average map {row_max_mean:.2f}"
-)
-assert row_max_mean <= row_max_heads.mean().item() + 1e-6  # always true
-claim(
-    "heads' mean row maximum minus the average map's",
-    row_max_heads.mean() - row_max_mean,
-    above=0.1,
-)
-
-# %%
-# The averaged map is less decisive than the heads by the gap printed above: it hides
-# *which head does what*. Ask for ``average_attn_weights=False`` (or use this package's
-# modules, which always return one map per head) when you want to read what the heads
-# learned.
-#
 # Switching heads off: which heads does the model need?
 # -----------------------------------------------------
 #
@@ -711,6 +614,11 @@ for name, (layer, head) in (
         f"{100 * lost['zero'][layer, head]:.1f} points zero-ablated, "
         f"{100 * lost['mean'][layer, head]:.1f} mean-ablated"
     )
+ranking = sorted(lost["mean"], key=lost["mean"].get, reverse=True)  # most needed first
+print(
+    f"the 'not' head ranks {ranking.index((not_layer, not_head)) + 1} of "
+    f"{len(ranking)} by points lost (mean-ablated)"
+)
 layer, head = max(lost["zero"], key=lost["zero"].get)
 print(f"most needed by zero-ablation: layer {layer}, head {head}")
 differences = [abs(lost["zero"][k] - lost["mean"][k]) for k in lost["zero"]]
@@ -730,6 +638,12 @@ claim(
 # from the head's average output, which zero-ablation removes too although it is the
 # same for every sentence: the mean-ablated number measures what the head contributes
 # *sentence by sentence*, and the ranking above uses it.
+#
+# The ``not`` head, the clearest pattern in the heatmaps, is ranked like the others:
+# its cost and its rank among the eight are printed above. Where a head looks and how
+# much the model needs it are separate measurements: a head can put its weight on the
+# word the label turns on while other heads carry the same information, and then
+# removing it costs little.
 #
 # The model in your browser
 # -------------------------
@@ -753,14 +667,13 @@ claim(
 #   and softmax of nearly equal scores is nearly flat. Relative entropy (1 = uniform)
 #   measures it.
 # - Measure a pattern over many sentences before believing one heatmap. Here one head
-#   reads the ``not`` s wherever they stand; second-layer heads read positions that
+#   sends the ``not`` s more than twice a uniform share, and still more than 1.5 times
+#   it with the positions taken away; second-layer heads read positions that
 #   already mix words, so their maps are harder to read as word-to-word links.
 # - Word order enters through the positional encoding only: with the positions
 #   mean-ablated, the model cannot tell a flipping ``not`` from a distracting one (its
 #   accuracies on the two add up to about 100%), and the sentences without a ``not``
 #   (the control) stay right.
-# - Averaging over heads (``nn.MultiheadAttention``'s default) blurs sharp heads into a
-#   map no head computes; keep the heads apart to interpret them.
 # - Ablation answers what a heatmap cannot: whether the model needs a head. Prefer
 #   mean-ablation, which removes what a head reads in each input and keeps its average.
 #
@@ -777,10 +690,11 @@ claim(
 # Exercises
 # ---------
 #
-# 1. **Order is invisible to attention.** Feed layer 2's attention (``attn``) the input
-#    it received for the example sentence (``x``, captured above), once as it is and
-#    once with the positions reversed. Predict how the second call's weights and
-#    outputs relate to the first call's, and check it.
+# 1. **Order is invisible to attention.** Feed layer 2's attention
+#    (``model.blocks[1].self_attn``) the input it receives for the example sentence
+#    (capture it with a forward pre-hook), once as it is and once with the positions
+#    reversed. Predict how the second call's weights and outputs relate to the first
+#    call's, and check it.
 # 2. **The adjacent 'not', or the earlier one?** In the sentences with both kinds of
 #    ``not``, measure, for every head, the weight the signal word's query puts on the
 #    flipping ``not`` and on the distracting one, separately for the sentences where
@@ -797,8 +711,16 @@ claim(
 #
 # Reversing the positions reverses the rows and the columns of every head's weights,
 # and the rows of the output: attention itself sees a set of tokens, not a sequence.
-# Only the positional encoding, added before layer 1, tells the model the order.
+# Only the positional encoding, added before layer 1, tells the model the order. A
+# forward pre-hook, as in ``head_ablated``, records the input of layer 2's attention:
 
+attn = model.blocks[1].self_attn
+captured = []  # the input of layer 2's attention, recorded by the hook
+handle = attn.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+with torch.no_grad():
+    model(example)
+handle.remove()
+x = captured[0]  # (1, L, E)
 with torch.no_grad():
     out_forward, w_forward = attn(x)  # (1, L, E), (1, H, L, L)
     out_reversed, w_reversed = attn(x.flip(1))
