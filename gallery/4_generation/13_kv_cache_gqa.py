@@ -50,12 +50,13 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 #    :language: python
 #    :pyobject: CausalSelfAttention.forward
 #
-# :meth:`attention.KVCache.update` writes them into memory allocated once for
-# ``max_len`` positions:
+# :meth:`attention.KVCache.update` checks them and hands them to
+# :meth:`attention.DecodingState.write`, which every decoding state shares; it writes
+# them into memory allocated once for ``max_len`` positions:
 #
-# .. literalinclude:: ../../../attention/cache.py
+# .. literalinclude:: ../../../attention/state.py
 #    :language: python
-#    :pyobject: KVCache.update
+#    :pyobject: DecodingState.write
 #
 # The one new query is the *last* of the :math:`S` positions, so the causal mask must be
 # aligned bottom-right (:ref:`bottom-right-causal`): :math:`L = 1` query may see all
