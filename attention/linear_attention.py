@@ -36,6 +36,10 @@ def elu_feature_map(x: Tensor) -> Tensor:
     Args:
         x (Tensor): any shape.
 
+    Shape:
+        - x: :math:`(*)`, any shape
+        - Output: :math:`(*)`, the same
+
     Returns:
         Tensor: :math:`\phi(x)`, of ``x``'s shape, every entry above 0 (unless
         :math:`e^x` underflows: :math:`x` below about -745 in float64, -104 in float32).

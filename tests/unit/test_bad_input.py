@@ -56,6 +56,8 @@ from attention.distributed import (
     ulysses_attention,
 )
 from attention.language_model import DecoderLM, sampling_distribution
+from attention.latent import LatentCache, MultiHeadLatentAttention
+from attention.linear_attention import LinearAttention, RecurrentState, elu_feature_map
 from attention.paged import PagedKVCache
 from attention.positions import (
     PositionalEncoding,
@@ -130,6 +132,29 @@ def _calls() -> dict[str, Call]:
             {"x": torch.randn(1, 3, 8), "need_weights": True},
             subject=_attn,
         ),
+        "MultiHeadLatentAttention": Call(
+            MultiHeadLatentAttention,
+            {"embed_dim": 8, "num_heads": 2, "latent_dim": 4, "rope_dim": 2, "max_len": 8},
+        ),
+        "MultiHeadLatentAttention.forward": Call(
+            lambda m, **kw: m(**kw),
+            {"x": torch.randn(1, 3, 8), "need_weights": True},
+            subject=lambda: MultiHeadLatentAttention(8, 2, latent_dim=4, rope_dim=2, max_len=8),
+        ),
+        "LatentCache": Call(
+            LatentCache,
+            {"num_layers": 2, "batch_size": 1, "latent_dim": 4, "rope_dim": 2, "max_len": 6},
+        ),
+        "LinearAttention": Call(LinearAttention, {"embed_dim": 8, "num_heads": 2, "bias": True}),
+        "LinearAttention.forward": Call(
+            lambda m, **kw: m(**kw),
+            {"x": torch.randn(1, 3, 8), "need_weights": True},
+            subject=lambda: LinearAttention(8, 2),
+        ),
+        "RecurrentState": Call(
+            RecurrentState, {"num_layers": 2, "batch_size": 1, "num_heads": 2, "head_dim": 4}
+        ),
+        "elu_feature_map": Call(elu_feature_map, {"x": torch.randn(2, 3)}),
         "DecoderConfig": Call(
             DecoderConfig,
             {
