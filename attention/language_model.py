@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_bool, check_int, check_positive, check_tokens
-from .decoder import DecoderBlock, DecoderConfig
+from .config import DecoderConfig
+from .decoder import DecoderBlock
 from .positions import PositionalEncoding
 from .state import DecodingState
 
@@ -51,7 +52,7 @@ class DecoderLM(nn.Module):
             ``"rotary"``, ``"alibi"`` or ``"none"``. Default: ``"learned"``.
         window (int, optional): sliding-window attention in every layer. Default: ``None``.
         attention (str or callable): every layer's attention: a name registered with
-            :func:`attention.decoder.register_attention` (``"causal"``:
+            :func:`attention.config.register_attention` (``"causal"``:
             :class:`attention.CausalSelfAttention`), or a function of the
             :class:`DecoderConfig` that builds one layer's. Default: ``"causal"``.
         attention_options (Mapping, optional): the variant's own settings. Default: ``None``.

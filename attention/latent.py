@@ -26,7 +26,7 @@ from ._checks import (
     check_int,
     check_tensor,
 )
-from .decoder import DecoderConfig, register_attention
+from .config import DecoderConfig, register_attention
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask, sliding_window_mask
 from .positions import RotaryEmbedding

@@ -23,7 +23,7 @@ from ._checks import (
     check_int,
     check_tensor,
 )
-from .decoder import DecoderConfig, register_attention
+from .config import DecoderConfig, register_attention
 from .state import DecodingState
 
 __all__ = ["LinearAttention", "RecurrentState", "elu_feature_map"]

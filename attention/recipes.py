@@ -228,7 +228,7 @@ def fit_char_lm(
         eval_every (int): steps between two measurements of the validation loss.
             Default: ``40``.
         attention (str): every layer's attention, a name registered with
-            :func:`attention.decoder.register_attention` (with its default options).
+            :func:`attention.config.register_attention` (with its default options).
             Default: ``"causal"``.
         num_kv_heads (int, optional): key/value heads of ``"causal"`` attention (``None``:
             one per query head). Default: ``1``.

@@ -46,7 +46,8 @@ from attention import (
 )
 from attention import data as sentiment_data
 from attention.cache import KVCache
-from attention.decoder import CausalSelfAttention, DecoderBlock, DecoderConfig, register_attention
+from attention.config import DecoderConfig, register_attention
+from attention.decoder import CausalSelfAttention, DecoderBlock
 from attention.distributed import (
     all_gather_attention,
     bytes_formula,

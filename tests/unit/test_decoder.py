@@ -18,7 +18,8 @@ from attention import (
     alibi_bias,
     causal_mask,
 )
-from attention.decoder import DecoderBlock, DecoderConfig
+from attention.config import DecoderConfig
+from attention.decoder import DecoderBlock
 from attention.masks import sliding_window_mask
 
 from .helpers import DECODER_OPTIONS as OPTIONS
@@ -354,7 +355,7 @@ def test_a_variant_must_apply_the_positions_the_config_names():
 
 
 def test_a_variant_is_chosen_by_its_registered_name_with_its_own_options():
-    from attention.decoder import ATTENTIONS, DecoderConfig, register_attention
+    from attention.config import ATTENTIONS, DecoderConfig, register_attention
 
     assert ATTENTIONS["causal"] == CausalSelfAttention.from_config
     with pytest.raises(ValueError, match=r"attention must be one of \[.*'causal'.*\]"):
