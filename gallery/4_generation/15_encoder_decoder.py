@@ -225,7 +225,7 @@ print(f"cross-attention weights {tuple(cross.shape)}: N, layers, H, T, S")
 # first, so that ISO 8601's order (year, month, day) runs backwards through it (the
 # shortest such date greedy decoding got right, so that every character is labelled).
 # Source characters run along the bottom (``␣`` a space), the characters the model wrote
-# down the side; one column per layer, one row per head (heads numbered from 0):
+# down the side; one column per layer, one row per head (heads from 0):
 
 import matplotlib.pyplot as plt
 
@@ -739,9 +739,9 @@ claim(
 # fill the beam and stop the search before a likelier output has finished; those printed
 # as of lower score than greedy decoding's output are such cases. On a task where the
 # model is this sure of most characters, beam search with this rule is not measurably
-# more accurate than greedy decoding (this run's two accuracies are printed above; the
-# page checks in every build that beam search gains less than half a point), and runs
-# the decoder on four hypotheses per source where greedy decoding runs it on one.
+# more accurate than greedy decoding (both accuracies printed above; every build checks
+# it gains under half a point), and runs the decoder on four hypotheses per source where
+# greedy decoding runs it on one.
 #
 # What to remember
 # ----------------
@@ -750,10 +750,9 @@ claim(
 #   cross-attention takes its queries from the target and its keys and values from the
 #   memory (computed once per source), and is the decoder's only view of the source.
 # - Trained on date normalisation, cross-attention is an alignment that can be
-#   measured: in layer 2 the mean of the heads puts most of the weight of each digit of
-#   the month, of the day and of the year's last two on the field it writes, wherever
-#   the format puts it, and the last digits of the year on the very characters they
-#   copy.
+#   measured: in layer 2, averaged over heads, each digit of the month, of the day and
+#   of the year's last two puts most of its weight on the field it writes, wherever the
+#   format puts it, and the last digits of the year on the very characters they copy.
 # - Averaging heads keeps the field-level alignment and hides that the heads split the
 #   characters between them. The mistakes are mostly not misalignments of fields: the
 #   row that writes a wrong digit still reads the right field, and the digit it writes

@@ -404,9 +404,8 @@ if measured:
 #
 # - **Ring** :cite:p:`liu2023` overlaps each step's transfer with the next block's
 #   compute, so on fast links the communication hides behind the arithmetic; it works
-#   with any number of heads, and in the forward pass no rank holds more than three
-#   key/value shards at once, whatever P: its own (kept for the backward pass), the one
-#   it computes with and the one arriving.
+#   with any number of heads, and, whatever P, a rank holds at most three key/value
+#   shards: its own, the one it computes with and the one arriving.
 # - **Ulysses** :cite:p:`jacobs2023` needs the number of heads to divide by P (and with
 #   grouped-query attention, few key/value heads limit P), but moves the least data, in
 #   a few large all-to-alls that fast interconnects within a node handle well.
