@@ -665,7 +665,7 @@ def smooth(losses, width=16):
 
 
 fig, (top, bottom) = plt.subplots(
-    2, 1, figsize=(9.5, 5), sharex=True, height_ratios=(3, 2), layout="constrained"
+    2, 1, figsize=(7.5, 5), sharex=True, height_ratios=(3, 2), layout="constrained"
 )
 end = 16 + torch.arange(len(rolling) - 15)  # the last target of each running mean
 top.plot(end, smooth(rolling), color="#e69f00", label="rolling window of 128")
