@@ -143,9 +143,9 @@ assert error < 1e-4
 # *Learned* positions (GPT-2, BERT) drop the formula: an ``nn.Embedding(max_len, E)``
 # holds one free vector per position, trained with the rest of the model. It can learn
 # anything the task needs, but nothing ties row :math:`p` to row :math:`p + k`, and a
-# row for a position that never occurs in training receives no gradient at all: it stays
-# at its random start. The experiment at the end of the page shows what that means for
-# longer sequences.
+# row for a position that never occurs in training receives no gradient: it keeps its
+# random direction. The experiment at the end shows what that means for longer
+# sequences.
 #
 # RoPE: rotate queries and keys
 # -----------------------------
@@ -298,9 +298,10 @@ assert torch.equal(with_cache, without_cache)
 # ALiBi :cite:p:`press2022` leaves queries, keys and tokens alone and adds to every
 # score a penalty proportional to the distance between query and key,
 # :math:`-m_h\,|i - j|`, with one fixed slope :math:`m_h` per head: a geometric sequence
-# :math:`2^{-8h/H}`, so some heads look mostly at the last few tokens and others far
-# back. :func:`attention.positions.alibi_penalty` is the penalty of one query and key,
-# and :func:`attention.alibi_bias` evaluates it for every pair:
+# :math:`2^{-8h/H}` for :math:`h = 1, \dots, H`, so some heads look mostly at the last
+# few tokens and others far back. :func:`attention.positions.alibi_penalty` is the
+# penalty of one query and key, and :func:`attention.alibi_bias` evaluates it for every
+# pair:
 #
 # .. literalinclude:: ../../../attention/positions.py
 #    :language: python
@@ -325,7 +326,7 @@ distance = torch.arange(L_alibi)  # (S,)
 fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
 shades = plt.cm.cividis(torch.linspace(0, 0.9, H_alibi).tolist())  # dark: steep slopes
 for h in range(H_alibi):
-    label = f"head {h + 1}: m = 1/{1 / slopes[h]:g}"
+    label = f"h = {h + 1}: m = 1/{1 / slopes[h]:g}"
     ax.plot(distance, last_query[h], lw=1.5, color=shades[h], label=label)
 ax.set_xlabel("distance i - j from the query to the key")
 ax.set_ylabel("bias added to the score")
@@ -336,16 +337,16 @@ _ = ax.set_title(f"ALiBi: bias against distance, one line per head (H = {H_alibi
 # Each line falls straight, by its slope per position. With equal content scores, a key
 # :math:`d` back gets :math:`e^{-m_h d}` times the weight of the query's own key:
 
-for h in (0, H_alibi - 1):
-    ratio = math.exp(-slopes[h].item() * 8)
-    print(f"head {h + 1}: a key 8 back weighs {ratio:.3f} times the query's own key")
+for m in slopes[[0, -1]].tolist():  # the steepest slope and the flattest
+    ratio = math.exp(-8 * m)
+    print(f"m = 1/{1 / m:g}: a key 8 back weighs {ratio:.3f} times the query's own key")
 
 # %%
-# Head 1 all but ignores a key 8 positions back; head 8 barely tells any of these 33
-# positions apart, and needs distances in the hundreds (the context lengths ALiBi was
-# made for) to prefer one key over another. ALiBi has no table at all, so it takes
-# sequences of any length, and the penalty for a key :math:`d` back is the same wherever
-# the query stands.
+# Slope 1/2 all but ignores a key 8 positions back; slope 1/256 barely tells any of
+# these 33 positions apart, and needs distances in the hundreds (the context lengths
+# ALiBi was made for) to prefer one key over another. ALiBi has no table at all, so it
+# takes sequences of any length, and the penalty for a key :math:`d` back is the same
+# wherever the query stands.
 
 # %%
 # A length experiment
@@ -521,8 +522,8 @@ assert untrained.min() > 1 - 1e-6
 # RoPE's score for a given offset is the same at every position, and yet it does worse
 # too. On a longer sequence each query also meets keys more than 31 positions back, at
 # rotation angles the model never saw in training, and nothing in training made their
-# scores low. Where its heads put their weight, for the queries of the last 32 positions
-# of the sequences of 128 against the queries of the sequences of 32 it was trained on:
+# scores low. Where its heads (numbered from 0) put their weight, for queries 96-127 at
+# length 128 against queries 8-31 at the training length, 32:
 
 with torch.no_grad():
     _, (weights_128,) = models["rotary"](test_tokens[128], need_weights=True)
@@ -544,7 +545,7 @@ near_32, _ = share_by_distance(weights_32, slice(8, 32), P - 1, 31)
 near_128, beyond_128 = share_by_distance(weights_128, slice(96, 128), P - 1, 31)
 for h in range(2):
     print(
-        f"rotary head {h + 1}: weight on the key 7 back {near_32[h]:.2f} at length 32, "
+        f"rotary head {h}: weight on the key 7 back {near_32[h]:.2f} at length 32, "
         f"{near_128[h]:.2f} at 128; on keys more than 31 back {beyond_128[h]:.2f}"
     )
 copier = int(near_32.argmax())  # the head that does the copying at length 32
@@ -570,9 +571,9 @@ claim("rotary copier: weight beyond 31 back at 128", beyond_128[copier], above=0
 # second can then look for the positions whose previous token is the current token and
 # copy what stands there, an induction head :cite:p:`olsson2022` (the circuit of
 # :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`). ALiBi cannot
-# point at one exact offset, but nothing in this solution needs one. This page looks
-# only at the second layer, below. The ALiBi model again, now with two layers of four
-# heads (slopes 1/4 to 1/256), trained the same way for 600 steps:
+# point at one exact offset, but nothing in this solution needs one. The ALiBi model
+# again, now with two layers of four heads (slopes 1/4 to 1/256), trained the same way
+# for 600 steps:
 
 recipe["steps"] = 600
 alibi_2, _, seconds_2, losses_2 = fit("alibi", num_layers=2, num_heads=4)
@@ -595,12 +596,12 @@ claim(
 
 # %%
 # With two layers the loss at length 32 falls far below the one-layer model's, though
-# not below the 0.1 that the one-layer schemes reached at that length. On the longer
-# sequences the mean is lower still, but a mean over a sequence is not the same
+# not down to the one-layer schemes' (below 0.1 in every run of the claims sweep). At
+# 128 tokens the mean is lower still, but a mean over a sequence is not the same
 # quantity at each length. Its hard part is the first repetition, targets 8 to 15: each
-# of their tokens has followed its predecessor at most once before (target 8 never),
-# and a longer sequence averages that block with more of the blocks after it. The loss
-# over ranges of target positions, on the sequences of 128:
+# of their tokens has followed its predecessor at most once before (target 8 never), and
+# a longer sequence averages that block with more of the blocks after it. The loss over
+# ranges of target positions, on the sequences of 128:
 
 by_target = next_token_losses(alibi_2, test_tokens[128])  # (127,): t scores token t + 1
 ranges = {
@@ -623,20 +624,20 @@ claim("two layers, alibi: targets 32-127 over targets 16-31", past / rest, below
 # Once the first repetition is over, the loss is low, and past target 31, where the
 # training sequences ended, it is lower still: the skill carries to four times the
 # training length. Where a head of the second layer looks shows why. For the last query
-# of each sequence of 128 tokens, the weight of the second-layer head that puts the
-# most weight on the copies of the token to predict (distances 7, 15, 23, ...), against
-# the distance:
+# of each sequence of 128 tokens, the weight of the second-layer head that puts the most
+# weight on the copies of the token to predict (distances 7, 15, ..., 119; position 0
+# has no predecessor to find it by), against the distance:
 
 with torch.no_grad():
     _, (_, layer_2) = alibi_2(test_tokens[128], need_weights=True)
 last = layer_2[:, :, -1].mean(0).flip(-1)  # (N, H, S) -> (H, S): index = distance
-copies = torch.arange(P - 1, 128, P)  # distances of the copies: 7, 15, ..., 127
+copies = torch.arange(P - 1, 127, P)  # 7, ..., 119 (position 0 has no predecessor)
 on_copies = last[:, copies].sum(-1)  # (H,)
 head = int(on_copies.argmax())
 farther = last[head, copies[1:]].sum().item()  # the copies beyond distance 7
-print(f"layer 2, head {head + 1}: weight on the copies {on_copies[head]:.2f}, of it")
+print(f"layer 2, head {head}: weight on the copies {on_copies[head]:.2f}, of it")
 nearest = last[head, P - 1].item()
-print(f"  on the nearest (7 back) {nearest:.2f}, on the 15 farther ones {farther:.2f}")
+print(f"  on the nearest (7 back) {nearest:.2f}, on the 14 farther ones {farther:.2f}")
 claim(
     "two layers, alibi: the copier's weight on the copies", on_copies[head], above=0.6
 )
@@ -652,7 +653,7 @@ ax.bar(distance, last[head], width=1.0, color="#cc79a7")
 ax.set_xlabel("distance from the query to the key")
 ax.set_ylabel("attention weight")
 _ = ax.set_title(
-    f"Two layers, ALiBi: layer 2, head {head + 1}, last query of 128 (mean of 200)"
+    f"Two layers, ALiBi: layer 2, head {head}, last query of 128 (mean of 200)"
 )
 
 # %%
@@ -700,7 +701,7 @@ _ = ax.set_title(
 #
 # 1. **ALiBi's bias by hand.** With :math:`H = 8` heads the slopes are
 #    :math:`m_h = 2^{-8h/8} = 2^{-h}`. Write them down, and work out the bias that head
-#    1 adds to the score of query 10 for key 3. Check both against
+#    :math:`h = 1` adds to the score of query 10 for key 3. Check both against
 #    :func:`attention.positions.alibi_slopes` and :func:`attention.alibi_bias`.
 # 2. **Back by five positions.** The matrix ``shift`` above takes every position
 #    :math:`p` of the sinusoidal table to :math:`p + 5`. Which matrix takes
@@ -713,14 +714,14 @@ _ = ax.set_title(
 #
 # .. solution 1
 #
-# Head :math:`h` has slope :math:`2^{-h}`; head 1's bias for a key :math:`i - j = 7`
-# positions back is :math:`-\tfrac12 \cdot 7 = -3.5`.
+# Head :math:`h` has slope :math:`2^{-h}`; the bias of :math:`h = 1` (row 0) for a key
+# :math:`i - j = 7` positions back is :math:`-\tfrac12 \cdot 7 = -3.5`.
 
 by_hand = torch.tensor([2.0**-h for h in range(1, 9)], dtype=torch.float64)
 print("slopes by hand:", by_hand.tolist())
 assert torch.equal(alibi_slopes(8), by_hand)
 head_1_bias = alibi_bias(8, 16)[0, 10, 3].item()
-print(f"head 1, query 10, key 3: bias {head_1_bias}")
+print(f"h = 1, query 10, key 3: bias {head_1_bias}")
 assert head_1_bias == -0.5 * (10 - 3)
 
 # %%

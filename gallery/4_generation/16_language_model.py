@@ -496,7 +496,7 @@ for name, row in zip(("no match", "a sink first"), scores, strict=True):
 # position, averaged over 64 validation windows of 128 characters and over the queries
 # from position 32 on (the earlier ones see few keys, and the first query sees only the
 # first), next to what a head that spread its weight evenly would give (layers numbered
-# from 1 and heads from 0, as on the earlier pages):
+# from 1 and heads from 0, as on the two pages before):
 
 queries = slice(32, CONTEXT)
 with torch.no_grad():
@@ -566,7 +566,7 @@ claim(
 # The heads look back a few characters: in every layer, on average over its heads, 40%
 # of the weight or more falls on the nine nearest characters, and the first layer
 # reaches furthest back. A model that predicts the next letter has something useful
-# among the last few characters at every position, and this one, trained for seconds,
+# among the last few characters at every position, and this one, trained for 400 steps,
 # has not made the first character a resting place. Sinks come from training, not from
 # the softmax alone.
 #
@@ -683,23 +683,24 @@ top.set_ylabel("loss (nats)")
 bottom.set_ylabel("difference (nats)")
 bottom.set_xlabel("target position in the text (the last of the 16 averaged)")
 top.set_title("512 characters through a model trained on 128")
-top.legend(loc="upper right", fontsize="small")
-bottom.legend(loc="upper right", fontsize="small")
+for ax in (top, bottom):  # beside the axes, off the curves
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
 plt.show()
 
 # %%
-# The dotted lines mark the first target after each restart (the first of them lies
-# next to the black line), the black line the first target predicted after the cache
-# dropped a key. Up to that line the rolling cache gives the losses of one pass without
-# a cache, to within float32 rounding (the largest difference is printed above).
-# Restarting costs loss on the characters after every cut, where the model starts again
-# from nothing (the mean excess over the 16 targets after each restart is printed
-# above); on the other targets the two differ on average by a few hundredths of a nat
-# at most (the mean is printed above), since a restarted window soon holds the few
-# recent characters the heads read. The rolling cache has no cuts. The sinks make no
-# difference worth the name: this model does not lean on its first token, so it does
-# not miss it when it leaves the cache. StreamingLLM needs sinks because large models
-# have them.
+# The rolling-window line lies almost wholly under the sinks line (their mean difference
+# is printed above). The dotted lines mark the first target after each restart (the
+# first of them lies next to the black line), the black line the first target predicted
+# after the cache dropped a key. Up to that line the rolling cache gives the losses of
+# one pass without a cache, to within float32 rounding (the largest difference is
+# printed above). Restarting costs loss on the characters after every cut, where the
+# model starts again from nothing (the mean excess over the 16 targets after each
+# restart is printed above); on the other targets the two differ on average by a few
+# hundredths of a nat at most (the mean is printed above), since a restarted window soon
+# holds the few recent characters the heads read. The rolling cache has no cuts. The
+# sinks make no difference worth the name: this model does not lean on its first token,
+# so it does not miss it when it leaves the cache. StreamingLLM needs sinks because
+# large models have them.
 
 # %%
 # The model in your browser
@@ -724,8 +725,8 @@ plt.show()
 # - Temperature reshapes the whole distribution; top-k keeps a fixed number of
 #   characters, top-p a fixed probability mass, with as many characters as that takes.
 # - A softmax must put its weight somewhere. Large models park it on the first token,
-#   an attention sink; this small model, trained for seconds, does not: its heads look a
-#   few characters back.
+#   an attention sink; this small model, trained for 400 steps, does not: its heads
+#   look a few characters back.
 # - A rolling key/value cache runs a model over text longer than its context. Keeping
 #   the first few positions (sinks) matters for a model that uses them as sinks.
 #

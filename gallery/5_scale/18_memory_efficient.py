@@ -18,8 +18,9 @@ by FlashAttention :cite:p:`dao2022,dao2023`.
 
 Inference is half of the story. To train, autograd keeps what each operation needs for
 the backward pass, and for attention that is the :math:`(L, S)` weights again.
-FlashAttention's backward keeps only the output and one number per query, the
-log-sum-exp of its scores, and recomputes the weights tile by tile.
+FlashAttention-2's backward keeps, beyond Q, K and V, only the output and one number per
+query, the log-sum-exp of its scores (the first version kept two, the row's maximum and
+its sum of exponentials), and recomputes the weights tile by tile.
 
 This page works the online softmax through on one row with every number printed, reads
 :func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch,
@@ -117,7 +118,7 @@ assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
 # one block to the next.
 #
 # Inside, :func:`~attention.functional.attention_block` subtracts the block's largest
-# score before ``exp``, so that nothing overflows; FlashAttention's kernels carry that
+# score before ``exp``, so that nothing overflows; FlashAttention-2's kernels carry that
 # maximum :math:`m`, the sum :math:`\ell = \sum e^{s_j - m}` and the unnormalised
 # :math:`\sum e^{s_j - m} v_j` instead, which is the same state written differently
 # (:math:`\text{lse} = m + \log \ell`). The pair (output, log-sum-exp) is the one that
@@ -261,7 +262,7 @@ else:
 # With autograd (the ``training`` rows), the reference keeps its weights for the
 # backward pass and builds their gradient there: it grows quadratically too, by uneven
 # steps of roughly three- to fourfold per doubling. The tiled path grows more slowly,
-# but it does not start lower. At the short lengths the weights are small, and a
+# but it need not start lower. At the short lengths the weights are small, and a
 # training step's peak is mostly what every path needs besides them: the three
 # gradients, and for the tiled path a tile's scores, weights and their gradients in
 # temporaries. There the two peaks are of the same order, the tiled one even the larger
@@ -391,7 +392,7 @@ for name, mib in kept.items():
     print(f"  {name:<27} {mib:7.2f} MiB  ({mib / weights_mib:5.1%} of the weights)")
 
 # sphinx_gallery_start_ignore
-assert kept["the loop, through autograd"] >= weights_mib
+assert kept["the loop, through autograd"] >= 2 * weights_mib  # scores and weights
 assert kept["reference path"] >= weights_mib
 # exactly the output, (N, H, L, Dv), and the log-sum-exp, (N, H, L, 1)
 assert abs(kept["tiled_attention"] - H * 1024 * (D + 1) * 4 / 2**20) < 1e-9
@@ -399,10 +400,13 @@ assert abs(kept["tiled_attention"] - H * 1024 * (D + 1) * 4 / 2**20) < 1e-9
 
 # %%
 # The reference keeps its weights (and the scaled queries). The loop that never held
-# more than one tile of scores at a time keeps every tile's exponentiated scores for the
-# backward of ``p @ value``, which together are the :math:`(L, S)` matrix again, and for
-# every block a copy of the scaled queries and the block's output besides: under
-# autograd the online softmax saves nothing, here it keeps more than the reference.
+# more than one tile of scores at a time keeps every tile's scores, which the row
+# maximum (``amax``) saves, and every tile's weights, which the softmax and
+# ``p @ value`` save: each set together is the :math:`(L, S)` matrix again, twice the
+# weights' size in all, and for every block a copy of the scaled queries and the block's
+# output besides.
+# Under autograd the online softmax saves nothing; here it keeps more than the
+# reference.
 # :func:`attention.tiled_attention` keeps exactly its output, :math:`(L, D_v)` per
 # head, and one log-sum-exp per query row, :math:`(D_v + 1) / S` of the weights' size,
 # because it brings its own backward pass: a ``torch.autograd.Function``, whose forward
@@ -583,12 +587,12 @@ with num_threads(1):
 #   (:func:`~attention.functional.merge_blocks`), in any order.
 # - Attention computed that way never holds the :math:`(L, S)` scores in the forward
 #   pass. Under autograd that is not enough: the backward would keep every tile's
-#   weights, the whole matrix again.
-# - FlashAttention's backward keeps only the output and one log-sum-exp per row: each
-#   tile's weights come back as :math:`e^{S - \text{lse}}`, and the softmax's
-#   row sum :math:`\sum_k P_{ik}\,dP_{ik}` equals :math:`dO_i \cdot O_i`. Training
-#   memory then grows like the output, linearly in L, for one more :math:`QK^\top` of
-#   arithmetic.
+#   scores and weights, the whole matrix twice.
+# - FlashAttention-2's backward keeps, beyond Q, K and V, only the output and one
+#   log-sum-exp per row: each tile's weights come back as
+#   :math:`e^{S - \text{lse}}`, and the softmax's row sum
+#   :math:`\sum_k P_{ik}\,dP_{ik}` equals :math:`dO_i \cdot O_i`. Training memory then
+#   grows like the output, linearly in L, for one more :math:`QK^\top` of arithmetic.
 # - :func:`attention.tiled_attention` does both passes in plain PyTorch, exact against
 #   :func:`attention.scaled_dot_product_attention`; it has first derivatives only.
 #

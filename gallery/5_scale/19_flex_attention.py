@@ -298,9 +298,9 @@ for name, (mask_mod, mask) in long_masks.items():
 
 # %%
 # Each percentage is the share of the work never done. The causal mask skips almost half
-# the tiles, as any causal kernel does; the sliding window and the packed documents skip
-# most of them, and the larger the sequence the larger the share, since their allowed
-# pairs grow as :math:`L` while the tiles grow as :math:`L^2`. The tiles of the sliding
+# the tiles; the sliding window and the packed documents skip most of them, and the
+# larger the sequence the larger the share, since at 256 tokens each their allowed pairs
+# grow as :math:`L` while the tiles grow as :math:`L^2`. The tiles of the sliding
 # window:
 
 from matplotlib.colors import ListedColormap

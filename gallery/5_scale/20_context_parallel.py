@@ -257,8 +257,9 @@ for case, ranks in zip(checks, check_results, strict=True):
 # Causal work per rank
 # --------------------
 #
-# :func:`attention.distributed.count_work` also counts the multiply-adds of the blocks
-# of scores each rank computes; a causal block wholly in the future is skipped.
+# :func:`attention.distributed.count_work` also counts the floating-point operations
+# (two per multiply-add) of the blocks of scores each rank computes; a causal block
+# wholly in the future is skipped.
 
 strategies = list(STRATEGIES)
 flops = {}
@@ -403,7 +404,8 @@ if measured:
 #
 # - **Ring** :cite:p:`liu2023` overlaps each step's transfer with the next block's
 #   compute, so on fast links the communication hides behind the arithmetic; it works
-#   with any number of heads, and no rank ever holds more than two key/value shards.
+#   with any number of heads, and, whatever P, a rank holds at most three key/value
+#   shards: its own, the one it computes with and the one arriving.
 # - **Ulysses** :cite:p:`jacobs2023` needs the number of heads to divide by P (and with
 #   grouped-query attention, few key/value heads limit P), but moves the least data, in
 #   a few large all-to-alls that fast interconnects within a node handle well.
