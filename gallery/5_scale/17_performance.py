@@ -573,6 +573,7 @@ else:
 # that there is none. These are recorded numbers, not measured by this page.
 
 import csv
+from pathlib import Path
 
 folders = [p / "benchmarks" / "results" for p in (Path.cwd(), *Path.cwd().parents)]
 recorded = sorted(
