@@ -510,7 +510,7 @@ for zigzag in (False, True):
         assert math.isclose(ratio, 1 + 2 * (P4 - 1) * c / (c + 1))
 
 # %%
-# Next: back to the beginning in
-# :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the :ref:`api`.
+# Next: the FlashAttention kernels written in Triton, in
+# :ref:`sphx_glr_tutorials_5_scale_21_flash_triton.py`.
 
 # sphinx_gallery_thumbnail_number = 1

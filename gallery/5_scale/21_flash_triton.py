@@ -36,8 +36,11 @@ Timings on a GPU are shown from recorded results, when there are any.
 # stages the operands of the matrix units through shared memory.
 #
 # The forward kernel's grid has one program per block of ``block_size`` queries of one
-# head: ``(ceil(L / block_size), N * H)`` programs, all independent. Each keeps three
-# things for its rows for the whole computation, and reads every other block only once:
+# head: ``(ceil(L / block_size), N * H)`` programs, all independent. Each carries its
+# queries and the state of its rows (running output, maximum and sum) for the whole
+# computation, and holds one block of scores, keys and values at a time as scratch; each
+# program reads each block of keys and values once. Priced in float16, as a GPU would
+# run it (the checks below run float32):
 
 import torch
 
@@ -89,15 +92,16 @@ print(f"one program holds {per_program / 1024:.1f} KiB; the scores of one head w
 # raises the maximum where the block holds a larger score, scales what it summed so far
 # by :math:`\alpha = e^{m_{\text{old}} - m_{\text{new}}}`, and adds the block. Only at
 # the end does it divide by ``ell`` and store the output and the log-sum-exp of each of
-# its rows, the one number per row that the backward needs.
+# its rows, the one number per row the forward saves for the backward.
 #
-# Three details make it exact for any input. The loads are *masked*: the last block of
-# queries or keys may reach past ``L`` or ``S``, and the positions beyond read zeros and
-# get the score :math:`-\infty`, so any length works, not only multiples of the block. A
-# row that has seen no key yet has :math:`m = -\infty`, and :math:`-\infty - (-\infty)`
-# is not a number, so ``m_safe`` stands in 0 for it. And with ``causal=True`` the loop
-# ends at the last key that the block's last query may see: the blocks after it are
-# never loaded, which is where a causal kernel saves half of its work.
+# Three details make it correct, to rounding, for any length. The loads are *masked*:
+# the last block of queries or keys may reach past ``L`` or ``S``, and the positions
+# beyond read zeros and get the score :math:`-\infty`, so any length works, not only
+# multiples of the block. A row that has seen no key yet has :math:`m = -\infty`, and
+# :math:`-\infty - (-\infty)` is not a number, so ``m_safe`` stands in 0 for it. And
+# with ``causal=True`` the loop ends at the last key that the block's last query may
+# see: the blocks after it are never loaded, which is where a causal kernel saves close
+# to half of its work, more as L grows.
 #
 # Exactly PyTorch's attention, on this machine
 # --------------------------------------------
@@ -143,8 +147,9 @@ for dtype, causal in checks:
 # %%
 # In float32 the two agree to within a few units of float32's last place, and in the
 # interpreter's float64, where the products are those of NumPy, to float64's. The
-# kernels sum the same terms in another order than PyTorch's kernel: that order, not the
-# algorithm, is what the last digits measure.
+# kernels sum the same terms in another order than PyTorch's kernel: the order of the
+# sums and the online softmax's rescaling, not an error, is what the last digits
+# measure.
 #
 # The backward: two kernels that never write to the same place
 # -------------------------------------------------------------
@@ -255,7 +260,8 @@ else:
 # :math:`dP` once in each kernel, then :math:`dV`, :math:`dK` and :math:`dQ`). With the
 # causal mask, query block :math:`i` meets the key blocks 0 to :math:`i` only:
 # :math:`1 + 2 + \dots + T` pairs of :math:`T^2`, for :math:`T` blocks. The grid below
-# shows the pairs the forward visited, taken from the products each program counted:
+# shows the pairs the forward visited, from each program's count of products, laid out
+# from key block 0, where the kernel's loop starts:
 
 # sphinx_gallery_start_ignore
 if flash_triton.INTERPRETED:
@@ -384,9 +390,10 @@ else:
 #   above the diagonal are never loaded, and the work falls towards one half.
 # - The backward is split by what each program owns: a program per block of keys for
 #   :math:`dK` and :math:`dV`, one per block of queries for :math:`dQ`, so no two
-#   programs write to the same place, for two more products per block.
-# - Triton's interpreter runs the same kernels on a CPU: slowly, but exactly, which is
-#   how this page and the tests check them without a GPU.
+#   programs write to the same place, for two more products per pair of blocks.
+# - Triton's interpreter runs the same kernels on a CPU: slowly, and equal to PyTorch
+#   to rounding (bfloat16 excepted), which is how this page and the tests check them
+#   without a GPU.
 #
 # API used on this page: :func:`attention.flash_triton.flash_attention`,
 # :data:`attention.flash_triton.INTERPRETED` and :func:`attention.viz.plot_mask`.
@@ -438,6 +445,7 @@ print("grouped against repeated heads, dQ, dK, dV:", *(f"{e:.1e}" for e in gaps)
 assert max(gaps) < 1e-5
 
 # %%
-# Previous: :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`.
+# Previous: :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`. Next: serving many
+# requests from one cache, in :ref:`sphx_glr_tutorials_5_scale_22_paged_attention.py`.
 
 # sphinx_gallery_thumbnail_number = 1

@@ -14,14 +14,17 @@ length, ask for outputs of every length, and finish at different times. Memory r
 for a position that is never written is memory no other request can use, and a batch
 that waits for its slowest member leaves the others idle.
 
-vLLM :cite:p:`kwon2023` measured that serving systems of 2022 used only 20-38% of their
-key/value memory for tokens. It stores the cache in fixed-size *blocks*, found through a
-*block table* per sequence, as an operating system pages memory (PagedAttention), and
-reached about 96%. Orca :cite:p:`yu2022` schedules at every step instead of every batch
-(*continuous batching*), and SGLang :cite:p:`zheng2024` shares the blocks of a common
-prompt between requests. This page builds the three with the package's own kernel and
-cache contract, checks that they change no output, and measures them on the character
-model of :ref:`sphx_glr_tutorials_4_generation_16_language_model.py`.
+vLLM :cite:p:`kwon2023` found that its re-implementations of the reservation schemes of
+Orca :cite:p:`yu2022`, a serving system of 2022, used only 20-38% of their key/value
+memory for tokens. vLLM stores the cache in fixed-size *blocks*, found through a *block
+table* per sequence, as an operating system pages memory (PagedAttention), and reached
+about 96%; it also lets the samples of one prompt share the prompt's blocks. Orca
+schedules at every step instead of every batch (*continuous batching*). SGLang
+:cite:p:`zheng2024` extends the sharing to a common prompt prefix across requests, which
+this page does not build. This page builds paging, sharing between the samples of one
+prompt and continuous batching with the package's own kernel and cache contract, checks
+that they change no output, and measures them on the character model of
+:ref:`sphx_glr_tutorials_4_generation_16_language_model.py`.
 """
 
 # %%
@@ -56,8 +59,8 @@ print(
 # :func:`attention.serving.request_mix` draws a mix of requests the way they come in
 # practice, most short and a few long: prompt and output lengths from log-normal
 # distributions (medians of 12 and 8 characters), prompts cut from the validation text.
-# The draw has its own fixed seed, so the mix, and every count on this page, is the same
-# for every seed of the model.
+# The draw has its own fixed seed, so the mix, and every block, step and position count
+# on this page, is the same for every seed of the model.
 
 from attention.serving import request_mix
 
@@ -89,8 +92,9 @@ print(
 assert held / preallocated < 0.25
 
 # %%
-# A fifth of the memory holds a token (vLLM measured 20-38% on real servers); the rest
-# is reserved for positions that these requests never write.
+# A fifth of the memory holds a token (vLLM found 20-38% in its re-implementations of
+# Orca's reservation schemes); the rest is reserved for positions that these requests
+# never write.
 #
 # Blocks and block tables
 # -----------------------
@@ -142,8 +146,10 @@ print("sequence 1 freed, 3 added, one token more for 0 and 2:", tiny.tables)
 assert tiny.tables == {0: [0, 1], 2: [3, 4, 5], 3: [2, 6]}
 
 # %%
-# The blocks of a sequence need not be next to each other: sequence 3 took block 2,
-# which sequence 1 gave back, and then the next free one. No sequence ever needs
+# The free list is a stack: a block is taken from its end and a freed block goes back on
+# its end, which is why block 6 is handed out before block 7. The blocks of a sequence
+# need not be next to each other: sequence 3 took block 2, which sequence 1 gave back,
+# and then the next free one. No sequence ever needs
 # positions next to each other in memory, so no sequence needs them reserved in advance.
 #
 # Paged attention is the same attention
@@ -244,8 +250,8 @@ assert (
 )
 
 # %%
-# The figure shows the pool over the run, one colour per request, white where a block is
-# free:
+# The figure shows the pool over the run, one colour per request, white where no request
+# holds a block (free, or promised to a running request):
 
 import matplotlib.pyplot as plt
 
@@ -290,7 +296,8 @@ for name, key in (("preallocated to max_len", "preallocated"), ("paged", "paged"
         f"{tokens * token_bytes / 1024:12.0f} KiB ({tokens / use[key]:.0%})"
     )
 print(
-    f"most unused positions per running request at a step, paged: {use['waste']:.1f} "
+    f"largest mean unused positions per running request, over the steps, paged: "
+    f"{use['waste']:.1f} "
     f"(B = {block})"
 )
 assert use["waste"] < block
@@ -337,11 +344,12 @@ for name, t in timings.items():
 print(f"continuous / static, per round: {min(ratios):.2f}x to {max(ratios):.2f}x")
 
 # %%
-# The counts explain the time. The continuous run makes far fewer forward calls than the
-# static one (printed above), and on a model this small a call costs mostly the same
-# fixed overhead whatever its rows. The two compute about as many token positions: the
-# static batches compute rows that are done, and the continuous calls pad, because a
-# request that joins pads every running row to its prompt's length:
+# The counts are consistent with the time. The continuous run makes far fewer forward
+# calls than the static one (printed above), and on a model this small a call probably
+# costs mostly a fixed overhead whatever its rows (not measured here). The two compute
+# about as many token positions: the static batches compute rows that are done, and the
+# continuous calls pad, because a request that joins pads every running row to its
+# prompt's length:
 
 print(
     f"forward calls, static / continuous: {static.steps / cont.steps:.2f}; "
@@ -349,9 +357,12 @@ print(
 )
 
 # %%
-# vLLM reports 2-4x on GPUs, where a decoding step is limited by reading the weights and
-# the cache from memory, so a step of many rows costs little more than a step of one,
-# and the number of rows that fit in memory sets the throughput. The printed ratio is
+# vLLM reports 2-4x the throughput of Orca and FasterTransformer on GPUs, mostly because
+# paging fits more requests in memory at once. There a decoding step is limited by
+# reading the weights and the cache from memory: the weights are read once per step
+# whatever the rows, so a step of many rows costs little more in weight reads (the cache
+# reads grow with the rows), and the number of rows that fit in memory sets the
+# throughput. The printed ratio is
 # this CPU's, on one thread, for this mix: it is a timing, so the page prints it with
 # its spread and claims only the counts.
 #
@@ -391,7 +402,8 @@ assert blocks[True] == full + n * (-(-(len(prompt) + new - 1) // block) - full)
 
 # %%
 # The two full blocks of the prompt are held once instead of eight times; its third
-# block is only partly filled, so each sample copies it before writing its own tokens.
+# block is only partly filled, so every sample but the last copies it before writing its
+# own tokens, and the last, its only holder by then, keeps the original.
 # The samples are the same, with and without sharing.
 #
 # What a GPU kernel does differently
@@ -402,7 +414,8 @@ assert blocks[True] == full + n * (-(-(len(prompt) + new - 1) // block) - full)
 # layer, every step. vLLM's kernel (and FlashAttention's and FlashInfer's paged kernels)
 # takes the block table as an argument and reads each block in place, where it lies in
 # the pool, while it runs the online softmax over the blocks; nothing is copied, and the
-# block size is picked so that a block is a tile the kernel loads at once. A GPU server
+# block size trades the positions wasted in each sequence's last block against the
+# kernel's efficiency (vLLM's default is 16). A GPU server
 # also packs the rows of a call end to end instead of padding them to the longest, so a
 # long prompt that joins does not make every decoding row pay for its length; splits
 # long prompts into chunks (chunked prefill) to keep steps short; and, when it admits on
@@ -428,7 +441,7 @@ assert blocks[True] == full + n * (-(-(len(prompt) + new - 1) // block) - full)
 # :func:`attention.serving.serve`, :func:`attention.serving.memory_use`,
 # :func:`attention.serving.sample_many` and :func:`attention.plot_blocks`.
 #
-# Next: back to the beginning in
-# :ref:`sphx_glr_tutorials_1_foundations_01_qkv_analogy.py`, or the :ref:`api`.
+# Next: what a layer keeps of the past, in
+# :ref:`sphx_glr_tutorials_5_scale_23_latent_and_linear_attention.py`.
 
 # sphinx_gallery_thumbnail_number = 1
