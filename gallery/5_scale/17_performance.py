@@ -3,9 +3,8 @@ Performance: what attention costs, and how to time it
 =====================================================
 
 .. prerequisites:: 04_multi_head
-   :summary: Timing attention honestly: projections against the quadratic core over
-      lengths, bfloat16 against float32, the cost of asking for weights, and a causal
-      mask given as a flag or as a tensor.
+   :summary: Timing attention honestly: projections against the quadratic core, bfloat16
+      against float32, asking for weights, and a causal mask as a flag or a tensor.
 
 The earlier pages made attention correct; this one measures what it costs. It times one
 multi-head attention call in two parts, the projections and the attention core, over a

@@ -64,6 +64,8 @@ def build_site_copy(tmp_path: Path, scripts: dict[str, str], pattern: str):
         shutil.copytree(ROOT / name, site / name, ignore=_GENERATED)
     for name in _COPIED_FILES:
         shutil.copy2(ROOT / name, site / name)
+    # The widgets' JavaScript and its installed runtime (npm ci ran in the repository), shared.
+    (site / "web").symlink_to(ROOT / "web", target_is_directory=True)
     for name, text in scripts.items():
         path = site / "gallery" / name
         path.parent.mkdir(parents=True, exist_ok=True)
