@@ -4,7 +4,8 @@ PyTorch's mask conventions
 
 .. prerequisites:: 04_multi_head 05_masks
    :summary: The mask conventions of F.scaled_dot_product_attention and
-      nn.MultiheadAttention, and where they differ: half precision, empty rows, more keys.
+      nn.MultiheadAttention, and where they differ: half precision, empty rows, more
+      keys.
 
 PyTorch has more than one way of saying "this key is blocked", and they disagree on what
 ``True`` means. This page puts the mask conventions of
