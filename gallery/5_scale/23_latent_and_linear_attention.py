@@ -167,9 +167,10 @@ assert torch.allclose(absorbed_weights, naive_weights, atol=1e-12, rtol=0)
 #     S_i = S_{i-1} + \phi(k_i) v_i^\top, \quad z_i = z_{i-1} + \phi(k_i).
 #
 # Read left to right it is attention with masked :math:`L \times L` weights, computed in
-# parallel for training (here; the paper computes the same sums with cumulative sums);
-# read right to left it is a recurrent network whose state, :math:`S` (:math:`D \times
-# D`) and :math:`z` (:math:`D`) per head, takes one addition per token:
+# parallel for training (here; :cite:t:`katharopoulos2020` compute the same sums with
+# cumulative sums); read right to left it is a recurrent network whose state,
+# :math:`S` (:math:`D \times D`) and :math:`z` (:math:`D`) per head, takes one addition
+# per token:
 #
 # .. literalinclude:: ../../../attention/linear_attention.py
 #    :language: python
