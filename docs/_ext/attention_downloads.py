@@ -28,8 +28,9 @@ the code they show. Loaded by ``conf.py`` as a Sphinx extension.
   cells of the solution after it are folded (``jupyter.source_hidden``); the
   ``.. prerequisites::`` line (``attention_prerequisites``) becomes Markdown with the same links
   and reading time as the page. A script says both in plain words.
-- A code cell that holds only hidden lines (``sphinx_gallery_start_ignore``) is left out of the
-  notebook.
+- Hidden lines (``sphinx_gallery_start_ignore``: checks and figure details the page does not
+  show) stay in the notebook, each block a folded cell of its own that says so
+  (:data:`HIDDEN_CODE_NOTE`); the script keeps them as they are.
 - ``.. attention-install::`` writes the one ``pip install matplotlib <wheel url>`` line on a
   page.
 
@@ -679,6 +680,14 @@ _HIDDEN = "QQATTNHIDDENQQ"
 FOLDED_NOTE = "(folded: open the cells below to see it)"
 
 
+#: The first line of a notebook cell that holds lines the page hides (its checks, a figure's
+#: details): the cell is folded, and runs as the build runs it.
+HIDDEN_CODE_NOTE = {
+    "en": "# Hidden on the page: the build runs it too.",
+    "zh_CN": "# 网页上隐藏的代码：网站构建时同样运行。",
+}
+
+
 def _split_solutions(blocks: list) -> list:
     """Text blocks cut at each solution marker: the text before it, the marker on its own,
     and the solution's text, which starts with :data:`_HIDDEN`."""
@@ -751,23 +760,28 @@ def convert_notebook(
     converter = _Converter(
         include=include, links=links, docname=docname, language=language, translate=translate
     )
-    blocks = script_blocks(path, gallery_conf)
-    converter.reading_minutes = reading_minutes(blocks, include)
+    converter.reading_minutes = reading_minutes(script_blocks(path, gallery_conf), include)
+    # The page's hidden lines (checks, figure details) are kept, each block as a folded cell.
+    blocks = script_blocks(path, gallery_conf, hidden=True)
     if translate is not None:
         blocks = [
             Block(label, translate(content) if label == "text" else content, lineno)
             for label, content, lineno in blocks
         ]
-    # A code cell that holds only hidden lines (build checks) would be an empty cell.
     blocks = [b for b in _split_solutions(blocks) if b.type == "text" or b.content.strip()]
+    note = HIDDEN_CODE_NOTE.get(language, HIDDEN_CODE_NOTE["en"])
     blocks = [
-        Block(label, converter.prepare_text(content) if label == "text" else content, lineno)
+        Block("code", f"{note}\n{content}", lineno)
+        if label == "hidden"
+        else Block(label, converter.prepare_text(content) if label == "text" else content, lineno)
         for label, content, lineno in blocks
     ]
     notebook = jupyter_notebook(blocks, dict(gallery_conf), str(path.parent))
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = [converter.finish("".join(cell["source"]))]
+        elif "".join(cell["source"]).startswith(note):
+            cell.setdefault("metadata", {})["jupyter"] = {"source_hidden": True}
     fold_solution_cells(notebook["cells"])
     if needs_triton(path.read_text(encoding="utf-8")):  # its first cell installs Triton first
         first = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")

@@ -48,17 +48,27 @@ _ROLE = re.compile(r":[\w:-]+:`(?P<content>[^`]*)`")
 _WORD = re.compile(r"\w+(?:['’.\-]\w+)*")
 
 
-def script_blocks(path: str | Path, gallery_conf: Mapping) -> list:
+def script_blocks(path: str | Path, gallery_conf: Mapping, *, hidden: bool = False) -> list:
     """The blocks of a gallery script as a reader gets them: sphinx-gallery's blocks without
-    hidden lines, and without configuration comments when the gallery removes them."""
+    hidden lines (with them, between their markers, when ``hidden``), and without
+    configuration comments when the gallery removes them."""
     from sphinx_gallery import py_source_parser
     from sphinx_gallery.py_source_parser import Block
 
     _, blocks = py_source_parser.split_code_and_text_blocks(str(path))
-    blocks = [
-        Block(label, py_source_parser.remove_ignore_blocks(content), lineno)
-        for label, content, lineno in blocks
-    ]
+    if hidden:
+        blocks = [
+            Block(kind, piece, lineno + offset)
+            for label, content, lineno in blocks
+            for kind, piece, offset in (
+                hidden_pieces(content) if label == "code" else [(label, content, 0)]
+            )
+        ]
+    else:
+        blocks = [
+            Block(label, py_source_parser.remove_ignore_blocks(content), lineno)
+            for label, content, lineno in blocks
+        ]
     if gallery_conf.get("remove_config_comments"):
         blocks = [
             Block(label, py_source_parser.remove_config_comments(content), lineno)
@@ -67,6 +77,40 @@ def script_blocks(path: str | Path, gallery_conf: Mapping) -> list:
     if blocks and blocks[-1].content.isspace():
         blocks = blocks[:-1]
     return blocks
+
+
+_START_HIDDEN = re.compile(r"^(?P<indent>[ \t]*)#\s*sphinx_gallery_start_ignore\s*$")
+_END_HIDDEN = re.compile(r"^[ \t]*#\s*sphinx_gallery_end_ignore\s*$")
+
+
+def hidden_pieces(code: str) -> list[tuple[str, str, int]]:
+    r"""``code`` cut at its hidden lines: ``("code", piece, line offset)`` for what the page
+    shows and ``("hidden", piece, line offset)`` for each hidden block, without its markers. A
+    hidden block inside an indented one (a loop's body) cannot stand alone: it stays in its
+    piece, unmarked.
+
+    >>> code = "a = 1\n# sphinx_gallery_start_ignore\nassert a\n# sphinx_gallery_end_ignore\n"
+    >>> hidden_pieces(code)
+    [('code', 'a = 1\n', 0), ('hidden', 'assert a\n', 2)]
+    """
+    pieces: list[tuple[str, str, int]] = []
+    current: list[str] = []
+    kind, start = "code", 0
+    for i, line in enumerate(code.splitlines(keepends=True)):
+        opening = _START_HIDDEN.match(line)
+        if opening and not opening.group("indent") and kind == "code":
+            if "".join(current).strip():
+                pieces.append((kind, "".join(current), start))
+            current, kind, start = [], "hidden", i + 1
+        elif _END_HIDDEN.match(line) and kind == "hidden":
+            if "".join(current).strip():
+                pieces.append((kind, "".join(current), start))
+            current, kind, start = [], "code", i + 1
+        elif not (opening or _END_HIDDEN.match(line)):
+            current.append(line)
+    if "".join(current).strip():
+        pieces.append((kind, "".join(current), start))
+    return pieces
 
 
 def _literalincludes(text: str) -> tuple[list[tuple[str, dict[str, str]]], str]:

@@ -377,11 +377,13 @@ def test_notebook_folds_the_solutions_and_shows_the_prerequisites_line(tmp_path:
         assert ".. " not in markdown and not REST_SYNTAX.search(markdown_prose(markdown))
 
 
-def test_notebook_leaves_out_cells_that_hold_only_hidden_lines(tmp_path: Path):
+def test_notebook_keeps_hidden_lines_each_block_a_folded_cell(tmp_path: Path):
     page = tmp_path / "99_page.py"
     page.write_text(
-        '"""\nT\n=\n\nText.\n"""\n\n# %%\n# A check.\n\n# sphinx_gallery_start_ignore\n'
-        "assert True\n# sphinx_gallery_end_ignore\n\n# %%\nprint(1)\n",
+        '"""\nT\n=\n\nText.\n"""\n\n# %%\n# A check.\n\nx = 1\n# sphinx_gallery_start_ignore\n'
+        "assert x == 1\n# sphinx_gallery_end_ignore\nprint(x)\n\n# %%\n"
+        "for i in range(2):\n    # sphinx_gallery_start_ignore\n    assert i < 2\n"
+        "    # sphinx_gallery_end_ignore\n    print(i)\n",
         encoding="utf-8",
     )
     gallery_conf = {"first_notebook_cell": None, "last_notebook_cell": None}
@@ -390,8 +392,24 @@ def test_notebook_leaves_out_cells_that_hold_only_hidden_lines(tmp_path: Path):
     notebook, _ = dl.convert_notebook(
         page, gallery_conf, include=None, links=dl.Links(), docname="tutorials/99_page"
     )
-    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    assert code == ["print(1)"]
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    sources = ["".join(c["source"]) for c in code]
+    hidden = [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in code]
+    note = dl.HIDDEN_CODE_NOTE["en"]
+    # The hidden block at the top level is a cell of its own, in order, folded; one inside a
+    # loop stays in the loop's cell, without its markers.
+    assert sources == [
+        "x = 1",
+        f"{note}\nassert x == 1",
+        "print(x)",
+        "for i in range(2):\n    assert i < 2\n    print(i)",
+    ]
+    assert hidden == [False, True, False, False]
+    # The notebook runs as the page does.
+    namespace: dict = {}
+    for source in sources:
+        exec(source, namespace)
+    assert namespace["x"] == 1
 
 
 def test_script_says_the_prerequisites_and_the_solutions_in_words():
