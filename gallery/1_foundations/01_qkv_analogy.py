@@ -141,6 +141,7 @@ assert (0 < soft_cat[dog_pages]).all() and (soft_cat[dog_pages] < soft_cat[0]).a
 # %%
 # Side by side, for both queries:
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.8), sharey=True, layout="constrained")
@@ -159,6 +160,7 @@ axes[0].set_ylabel("weight given to the page")
 axes[0].legend()
 fig.suptitle("Hard lookup takes one page; soft lookup gives every page a share")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The grey bars are all or nothing; the orange bars always add up to 1, and they follow
@@ -191,6 +193,7 @@ assert torch.allclose(soft_answer, (soft[:, None] * values).sum(0))
 
 # %%
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
 v, star = values.cpu(), soft_answer.cpu()
 for i, title in enumerate(titles):
@@ -229,6 +232,7 @@ ax.set(
 ax.set_title('Query "food for my cat": the soft answer blends the values')
 ax.legend(loc="upper left", fontsize="small", markerscale=0.5)
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The hard answer sits exactly on one page. The soft answer (the red star) lies between
@@ -249,6 +253,7 @@ sharpness = torch.logspace(-1, 1.5, 60, device=device)  # 0.1 ... 31.6
 # (60, 1) * (5,) -> (60, 5)
 weights_by_sharpness = (sharpness[:, None] * scores).softmax(dim=-1)
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
 for score in scores.unique(sorted=True).flip(0):
     pages = [title for title, s in zip(titles, scores, strict=True) if s == score]
@@ -262,6 +267,7 @@ ax.set_ylabel("softmax weight of each page")
 ax.set_title('Query "food for my cat": sharper scores, harder lookup')
 ax.legend(fontsize="small")
 plt.show()
+# sphinx_gallery_end_ignore
 
 for row in (0, -1):
     rounded = [round(w, 3) for w in weights_by_sharpness[row].tolist()]
@@ -337,6 +343,7 @@ for name, matrix in (("Q", Q), ("K", K), ("V", V)):
 # The values were chosen so that the answer is easy to read: the first three numbers of
 # each value mark which token it came from, and the last number is 2 for every token.
 
+# sphinx_gallery_start_ignore
 from attention import plot_matrix
 
 features = [f"e{j}" for j in range(E)]
@@ -348,6 +355,7 @@ for ax, matrix, name in zip(axes, [Q, K, V], names, strict=True):
 axes[0].set_ylabel("token")
 fig.suptitle("The inputs: one row per token, E = 4 numbers each")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Step 1: scores. Entry :math:`(i, j)` of :math:`QK^\top` is the dot product of token
@@ -393,6 +401,7 @@ print(output)
 # %%
 # All four steps in one picture:
 
+# sphinx_gallery_start_ignore
 fig, axes = plt.subplots(2, 2, figsize=(8, 6.4), layout="constrained")
 axes = axes.ravel()
 # scores and scaled scores on one colour scale, to compare them
@@ -414,6 +423,7 @@ axes[3].set_xlabel("vector entry")
 axes[3].set_ylabel("query token")
 fig.suptitle("Attention on three tokens, step by step")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # sphinx_gallery_start_ignore
 assert torch.allclose(weights[2], torch.full((L,), 1 / 3, device=device))

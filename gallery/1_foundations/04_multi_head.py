@@ -114,9 +114,12 @@ assert not same_memory(merge_heads(head_by_head), head_by_head)
 # from the tensor that ``view``, ``split_heads`` and ``merge_heads`` returned, not by
 # hand.
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Rectangle
+
+# sphinx_gallery_end_ignore
 
 L_toy, E_toy, H_toy = 4, 12, 3
 D_toy = E_toy // H_toy
@@ -130,6 +133,7 @@ merged = merge_heads(split)  # (1, L, E)
 assert torch.equal(split.transpose(1, 2), viewed) and torch.equal(merged, toy)
 # sphinx_gallery_end_ignore
 
+# sphinx_gallery_start_ignore
 # Okabe and Ito's blue, orange and purple: told apart with any colour vision
 head_colours = [to_rgb(c) for c in ("#0072b2", "#e69f00", "#cc79a7")][:H_toy]
 
@@ -211,6 +215,7 @@ ax.set_title(
     "(cell: index of the feature; colour: its head; darker: later token)"
 )
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # In panel 2 the memory is untouched, only read as ``(H, D)`` per token. In panel 3 each
@@ -325,6 +330,7 @@ print(f"features changed after  out_proj: {moved_after} of {E}")
 assert moved_before == D and moved_after == E
 # sphinx_gallery_end_ignore
 
+# sphinx_gallery_start_ignore
 fig, axes = plt.subplots(2, 1, figsize=(8, 4), sharex=True, layout="constrained")
 for ax, change, label in [
     (axes[0], before, "concatenated heads"),
@@ -338,6 +344,7 @@ for ax, change, label in [
 axes[1].set_xlabel("feature (dotted lines: head boundaries, every 64 features)")
 fig.suptitle("Changing head 3's output: which features of a token move")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Before the projection only head 3's band of 64 features moves; after it, all 512 do
@@ -445,6 +452,8 @@ claim(
 claim("untrained heads: largest weight in any panel", largest, below=0.5)
 # sphinx_gallery_end_ignore
 
+# sphinx_gallery_start_ignore
+
 # a grid of nine equal panels, every one with its tokens: the one head first, then the
 # eight
 fig, axes = plt.subplots(3, 3, figsize=(8, 9.4), layout="constrained")
@@ -467,6 +476,8 @@ fig.suptitle(
     f" (uniform weight 1/L = {1 / L:.2f}, white on the colour bar)"
 )
 plt.show()
+
+# sphinx_gallery_end_ignore
 
 # %%
 # Top left, the one head: one distribution per query. In the other eight panels, eight

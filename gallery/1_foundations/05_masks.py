@@ -97,6 +97,7 @@ import matplotlib.pyplot as plt
 
 from attention import mask_legend, plot_mask
 
+# sphinx_gallery_start_ignore
 fig, axes = plt.subplots(1, 3, figsize=(8, 4), layout="constrained")
 plot_mask(
     causal,
@@ -128,6 +129,7 @@ axes[2].set_ylabel("query")
 fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("The two masks and their combination (True = may attend)")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Left, each query sees itself and the tokens before it. Middle, each sentence's padding

@@ -83,6 +83,7 @@ for zigzag in (False, True):
 # The figure colours each allowed (query, key) pair of a causal mask by the rank that
 # owns the query: that rank computes the pair.
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 from matplotlib.colors import ListedColormap
 
@@ -105,6 +106,7 @@ for ax, zigzag in zip(axes, (False, True), strict=True):
 colourbar = fig.colorbar(image, ax=axes, ticks=range(P))
 colourbar.set_label("rank that computes the pair")
 _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
+# sphinx_gallery_end_ignore
 
 # %%
 # In the contiguous layout the last rank's band is the widest triangle slice; in the
@@ -276,6 +278,7 @@ for strategy in ("ring", "all_gather"):
     assert max(flops[strategy, False]) >= 3 * min(flops[strategy, False])
 assert all(len(set(flops["ulysses", z])) == 1 for z in (False, True))
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
 width = 0.38
 for offset, zigzag, colour in (
@@ -289,6 +292,7 @@ ax.set_xticks(range(4), [f"rank {r}" for r in range(4)])
 ax.set_ylabel("forward FLOPs")
 ax.set_title(f"Causal ring attention: work per rank (P = 4, L = {SMALL[2]})")
 _ = ax.legend(title="layout")
+# sphinx_gallery_end_ignore
 
 # %%
 # With the contiguous layout the last rank computes several times the work of the first
@@ -320,6 +324,7 @@ if measured:
             + "  ".join(f"{by_p[p]:6.1f}" for p in (1, 2, 4))
             + f"   {by_p[4] / by_p[1]:13.2f}"
         )
+    # sphinx_gallery_start_ignore
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
@@ -337,6 +342,7 @@ if measured:
     ax.set_title(f"Peak memory of one forward pass per rank (L = {LARGE[2]}, float32)")
     _ = ax.legend()
 else:
+    # sphinx_gallery_end_ignore
     print("peak memory needs Linux; not measured here")
 
 # %%

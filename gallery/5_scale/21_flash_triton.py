@@ -347,6 +347,7 @@ if rows:
         f"triton {meta['triton']}, measured {meta['date'][:10]}"
     )
     print(f"recorded in benchmarks/results/{recorded[-1].name}: {caption}")
+    # sphinx_gallery_start_ignore
     fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True, layout="constrained")
     for ax, mode in zip(axes, ("fwd", "fwd+bwd"), strict=True):
         for impl, marker in zip(("triton", "flash", "tiled"), "osd", strict=True):
@@ -364,6 +365,7 @@ if rows:
     axes[0].legend()
     _ = fig.suptitle(f"Causal attention, bfloat16, D = 128\n{caption}")
     for r in rows:
+        # sphinx_gallery_end_ignore
         if r["frac_peak"]:
             rate, share = float(r["tflops"]), float(r["frac_peak"])
             print(f"  {r['impl']:>6} {r['mode']:>7} L = {r['L']:>5}: {rate:6.1f} "

@@ -257,6 +257,7 @@ log_p = (counts / counts.sum(-1, keepdim=True)).log()  # (V, V)
 bigram = -log_p[val_text[:-1], val_text[1:]].mean().item()
 print(f"a bigram model's loss on the validation text: {bigram:.3f} nats per character")
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
 for name, (_, history, _) in runs.items():
     points = [(row["step"], row["val_loss"]) for row in history if "val_loss" in row]
@@ -271,6 +272,7 @@ ax.axhline(bigram, color="gray", linestyle="--", label="bigram model")
 ax.set(xlabel="training step", ylabel="validation loss (nats per character)",
        title="The same model and budget, three attentions")  # fmt: skip
 ax.legend(title="attention (bytes kept per token at 128)")
+# sphinx_gallery_end_ignore
 plt.show()
 
 # %%
