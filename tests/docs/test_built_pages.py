@@ -96,6 +96,43 @@ def test_the_total_reading_time_is_the_sum_of_the_pages(html_dir: Path):
         assert f"about {course.duration(part_total)})" in page, part.title
 
 
+#: The longest a page may take to read: one idea in one sitting (README, "Adding a tutorial").
+MAX_READING_MINUTES = 25
+
+
+def test_no_page_takes_more_than_one_sitting_to_read(html_dir: Path):
+    minutes = {page.path.stem: reading_minutes(html_dir, page) for page in PAGES}
+    long = {stem: m for stem, m in minutes.items() if m > MAX_READING_MINUTES}
+    assert not long, f"pages over {MAX_READING_MINUTES} minutes of reading: {long}"
+
+
+#: A line that only lays out a figure: a new figure, its axes' labels, ticks, titles,
+#: limits, legend, colour bar.
+FIGURE_LAYOUT = re.compile(
+    r"plt\.subplots\(|\.set_(x|y)?(label|ticks|ticklabels|title|xlim|ylim|scale|aspect)\("
+    r"|\.set\(|\.legend\(|\.colorbar\(|\.suptitle\(|\.tick_params\(|\.axis\(|\.annotate\("
+)
+#: The figure-layout lines a page may show: the figure code a reader sees is the call that
+#: draws the attention (attention.plot_attention, plot_matrix), the rest is hidden.
+MAX_FIGURE_LINES = 12
+
+
+def test_pages_show_the_attention_code_not_the_figure_layout():
+    sys.path.insert(0, str(ROOT))
+    from attention_prerequisites import script_blocks
+
+    from conf import sphinx_gallery_conf
+
+    shown = {}
+    for script in gallery_scripts():
+        blocks = script_blocks(GALLERY_DIR / script, sphinx_gallery_conf)
+        code = "\n".join(content for label, content, _ in blocks if label == "code")
+        layout = [line for line in code.splitlines() if FIGURE_LAYOUT.search(line)]
+        shown[Path(script).stem] = len(layout)
+    heavy = {stem: n for stem, n in shown.items() if n > MAX_FIGURE_LINES}
+    assert not heavy, f"figure layout shown to the reader (lines per page): {heavy}"
+
+
 def test_what_you_will_learn_covers_every_page(html_dir: Path):
     learn = section(html(html_dir / "index.html"), "what-you-will-learn")
     linked = tutorial_hrefs(learn)
