@@ -3,22 +3,18 @@ A language model on real text
 =============================
 
 .. prerequisites:: 12_decoder_induction_heads 13_kv_cache_gqa 14_positions
-   :summary: A character-level language model trained on Python's own documentation:
-      baselines, temperature, top-k and top-p sampling, attention sinks.
+   :summary: A character-level language model trained on Python's own documentation,
+      measured against baselines and sampled with temperature, top-k and top-p.
 
 Every model on the earlier pages learned synthetic tokens. This one reads and writes
 real text: a decoder-only language model of the GPT kind :cite:p:`radford2019`, the
 package's :class:`attention.DecoderLM`, trained for a few hundred steps on one CPU core
-to predict Python's reference documentation one character at a time. No data set is
-downloaded: every Python installation carries that documentation in its standard
-library.
+to predict Python's reference documentation one character at a time, which every Python
+installation carries.
 
 The page measures the model against the simplest language models (character frequencies,
 and pairs of characters), samples from it with temperature, top-k and nucleus (top-p)
-sampling :cite:p:`holtzman2020`, reads its attention on a line of documentation, looking
-for the *attention sinks* that large language models form on their first token
-:cite:p:`xiao2023`, and runs it over text several times longer than its context with a
-rolling key/value cache, with and without sink tokens.
+sampling :cite:p:`holtzman2020`, and reads its attention on a line of documentation.
 """
 
 # %%
@@ -73,11 +69,7 @@ print(text[:520])
 # once, from the corpus: :class:`attention.text.CharTokenizer` sorts its distinct
 # characters and keeps id 0 for any character outside them (written back as the
 # replacement character ``"\ufffd"``, as Python's ``bytes.decode(errors="replace")``
-# does), so that a prompt with a character the model never saw still encodes:
-#
-# .. literalinclude:: ../../../attention/text.py
-#    :language: python
-#    :pyobject: CharTokenizer.encode
+# does), so that a prompt with a character the model never saw still encodes.
 
 from collections import Counter
 
@@ -97,8 +89,8 @@ ids = tokenizer.encode(text)  # (T,) int64
 prompt_text = "π ≈ 3.14, not 3"
 print(f"{prompt_text!r} -> {tokenizer.encode(prompt_text).tolist()}")
 print(f"and back: {tokenizer.decode(tokenizer.encode(prompt_text))!r}")
-assert tokenizer.decode(ids) == text
 # sphinx_gallery_start_ignore
+assert tokenizer.decode(ids) == text
 (space, n_space), (_, n_second) = counts.most_common(2)
 assert space == " " and n_space > 2 * n_second  # "by far"
 assert tokenizer.encode("π ≈")[[0, 2]].eq(0).all()
@@ -157,8 +149,8 @@ for name, nats in baselines.items():
 # context of 128 characters. The four query heads of a layer share one key/value head
 # (multi-query attention, as on
 # :ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`): fewer key and value
-# projections make each training step cheaper, and the cache used at the end four times
-# smaller.
+# projections make each training step cheaper, and the key/value cache that generation
+# uses four times smaller.
 
 from attention import DecoderLM
 from attention.training import count_parameters
@@ -179,11 +171,7 @@ print(f"{count_parameters(untrained):,} parameters")
 # Each step draws a batch of windows that start at random positions
 # (:func:`attention.text.random_windows`), and the model predicts characters 1 to 127
 # of every window from the ones before, with teacher forcing and the causal mask, as on
-# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`:
-#
-# .. literalinclude:: ../../../attention/text.py
-#    :language: python
-#    :pyobject: random_windows
+# :ref:`sphx_glr_tutorials_4_generation_12_decoder_induction_heads.py`.
 #
 # :func:`attention.recipes.fit_char_lm` trains this model with the package's one
 # training loop, :func:`attention.training.train` (AdamW, a one-cycle learning rate), on
@@ -208,6 +196,7 @@ assert model.config == untrained.config
 # The training loss of every step, and the validation loss every 40 steps, against the
 # baselines:
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 
 steps = [row["step"] for row in history]
@@ -229,6 +218,7 @@ ax.set_ylabel("cross-entropy (nats per character)")
 ax.set_title("Loss during training, against the baselines")
 ax.legend(loc="upper right")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The loss falls through the unigram and then the bigram level. On the whole validation
@@ -303,12 +293,11 @@ print(
     f"untrained model's validation loss {untrained_loss:.3f}; "
     f"ln V = {math.log(V):.3f}, unigram {unigram:.3f}"
 )
+# sphinx_gallery_start_ignore
 claim("|untrained loss - ln V| (nats)", abs(untrained_loss - math.log(V)), below=0.5)
 claim("untrained loss minus the unigram (nats)", untrained_loss - unigram, above=1.0)
-# sphinx_gallery_start_ignore
 # The prompt opens a topic of the validation text, which training never read.
 assert prompt in tokenizer.decode(val_ids) and prompt not in tokenizer.decode(train_ids)
-# sphinx_gallery_end_ignore
 claim(
     "share of sampled words found in the corpus, untrained",
     word_shares(samples["untrained"])[0],
@@ -319,6 +308,7 @@ claim(
     word_shares(samples["trained"])[0],
     above=0.05,
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # The untrained model draws characters almost uniformly: its loss lies within half a nat
@@ -368,6 +358,7 @@ for name, options in settings.items():
 print(f"\n{'setting':20s} {'words in the corpus':>20s} {'words repeated':>15s}")
 for name, (known, repeated) in shares.items():
     print(f"{name:20s} {known:20.0%} {repeated:15.0%}")
+# sphinx_gallery_start_ignore
 claim(
     "repeated words, greedy minus T = 1",
     shares["greedy (T = 0)"][1] - shares["T = 1"][1],
@@ -378,6 +369,7 @@ claim(
     shares["T = 0.5"][0] - shares["T = 1.5"][0],
     above=0.1,
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # Greedy decoding repeats itself: the most likely continuation of a phrase leads back
@@ -413,14 +405,17 @@ probabilities = sampling_distribution(logits, temperature=1.0)  # (rows, V)
 top5_mass = probabilities.topk(5, dim=-1).values.sum(dim=-1)  # (rows,)
 nucleus = sampling_distribution(logits, temperature=1.0, top_p=0.9)  # (rows, V)
 kept = (nucleus > 0).sum(dim=-1)  # (rows,): characters kept by top-p = 0.9
+# sphinx_gallery_start_ignore
 assert torch.allclose(nucleus.sum(dim=-1), torch.ones_like(top5_mass))
 assert all(a < b for a, b in zip(entropies, entropies[1:], strict=False))
+# sphinx_gallery_end_ignore
 print("mean entropy (bits) by temperature:")
 print({t: round(h, 2) for t, h in zip(temperatures, entropies, strict=True)})
 lowest, median = top5_mass.min().item(), top5_mass.median().item()
 print(f"top-k = 5 keeps {lowest:.2f} to {top5_mass.max():.3f} (median {median:.2f})")
 fewest, most = kept.min().item(), kept.max().item()
 print(f"top-p = 0.9 keeps {fewest} to {most} characters (median {kept.median()})")
+# sphinx_gallery_start_ignore
 claim("fewest characters top-p = 0.9 keeps", fewest, below=2)
 claim("most characters top-p = 0.9 keeps", most, above=20)
 
@@ -441,6 +436,7 @@ axes[2].set_ylabel("predictions")
 axes[2].set_title("top-p = 0.9: a fixed mass")
 fig.suptitle("What each setting does to the next-character distribution")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Temperature moves the entropy smoothly, from near-certainty towards uniform. Top-k
@@ -457,6 +453,8 @@ plt.show()
 # each query attends to itself and the characters before it (spaces drawn as ``␣``).
 # The first layer's four heads:
 
+import matplotlib.pyplot as plt
+
 from attention import plot_attention
 
 line = "Methods are functions"
@@ -470,237 +468,8 @@ plt.show()
 
 # %%
 # The diagonal, a query's own character, and the cells just left of it, the characters
-# before, hold much of the weight; the rest falls on characters further back, spread
-# out or, in some rows, on one earlier character. How much of each, over many windows,
-# is measured below.
-#
-# Attention sinks, or their absence
-# ---------------------------------
-#
-# :cite:t:`xiao2023` found something a line like this does not show: in the large
-# language models they examined, most heads beyond the first layers put a large share
-# of their weight on the *first* token of the text, whatever that token is, an
-# *attention sink*. The reason is the softmax. Its weights must sum to 1, so a head that
-# finds nothing useful to attend to still has to put its weight somewhere; spread
-# evenly, it would add an average of all the values to the output. The first token is
-# the one key that every query sees, and a head can learn to park its weight there, on
-# a value that adds little, as a way of doing nothing:
-
-scores = torch.tensor([[0.0, 0.0, 0.0, 0.0], [6.0, 0.0, 0.0, 0.0]])  # no match; a sink
-for name, row in zip(("no match", "a sink first"), scores, strict=True):
-    weights = torch.softmax(row, dim=-1)  # (4,)
-    print(f"{name:13s} weights {[round(w, 3) for w in weights.tolist()]}")
-
-# %%
-# Does this model form one? The share of each head's attention that goes to the first
-# position, averaged over 64 validation windows of 128 characters and over the queries
-# from position 32 on (the earlier ones see few keys, and the first query sees only the
-# first), next to what a head that spread its weight evenly would give (layers numbered
-# from 1 and heads from 0, as on the two pages before):
-
-queries = slice(32, CONTEXT)
-with torch.no_grad():
-    _, window_weights = model(val_windows[:64], need_weights=True)  # 3 x (64, H, L, L)
-first_share = torch.stack(
-    [w[:, :, queries, 0].mean(dim=(0, 2)) for w in window_weights]
-)  # (layers, H)
-even_share = (1 / torch.arange(33, CONTEXT + 1, dtype=torch.float64)).mean().item()
-for layer, row in enumerate(first_share.tolist()):
-    print(
-        f"layer {layer + 1}: "
-        + "  ".join(f"head {h} {s:.4f}" for h, s in enumerate(row))
-    )
-print(f"spread evenly: {even_share:.4f}")
-claim(
-    "largest share on the first position / an even spread's",
-    first_share.max() / even_share,
-    below=1.0,
-)
-
-# %%
-# No sink: no head gives the first position more than an even spread would, far from
-# the majority a sink takes. What the heads attend to instead: the share of each head's
-# weight that falls on the :math:`d + 1` nearest keys (the character itself and the
-# :math:`d` before it), against :math:`d`, over the same queries:
-
-offsets = torch.arange(CONTEXT, device=device)  # (L,)
-distance = offsets[:, None] - offsets[None, :]  # (L, L): query position - key position
-nearest = torch.zeros(len(window_weights), 4, 33)  # (layers, H, d = 0..32)
-for layer, w in enumerate(window_weights):
-    for d in range(33):
-        at_d = (distance[queries] == d).to(w.dtype)  # (96, L): one key per query
-        nearest[layer, :, d] = (w[:, :, queries] * at_d).sum(-1).mean(dim=(0, 2)).cpu()
-nearest = nearest.cumsum(dim=-1)  # (layers, H, 33): weight within distance d
-colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]  # colour-blind safe (Okabe-Ito)
-styles = ["-", "--", "-.", ":"]
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.2), sharey=True, layout="constrained")
-for layer, ax in enumerate(axes):
-    for h in range(4):
-        ax.plot(
-            nearest[layer, h], color=colours[h], linestyle=styles[h], label=f"head {h}"
-        )
-    ax.set_xlabel("distance d (characters)")
-    ax.set_title(f"layer {layer + 1}")
-axes[0].set_ylabel("weight on the d + 1 nearest keys")
-axes[0].set_ylim(0, 1.02)
-axes[2].legend(loc="lower right")
-fig.suptitle("How far back the heads look")
-plt.show()
-per_layer = nearest[:, :, 8].mean(dim=1)  # (layers,): mean over the heads
-print("weight on the 9 nearest keys (d = 8), per layer and head, and the layer's mean:")
-for layer, row in enumerate(nearest[:, :, 8].tolist()):
-    print(f"layer {layer + 1}: " + "  ".join(f"{s:.2f}" for s in row), end="")
-    print(f"   mean {per_layer[layer]:.2f}")
-claim(
-    "smallest layer mean of the weight on the 9 nearest keys",
-    per_layer.min(),
-    above=0.4,
-)
-claim(
-    "weight on the 9 nearest keys, layers 2-3 minus layer 1",
-    per_layer[1:].min() - per_layer[0],
-    above=0.0,
-)
-
-# %%
-# The heads look back a few characters: in every layer, on average over its heads, 40%
-# of the weight or more falls on the nine nearest characters, and the first layer
-# reaches furthest back. A model that predicts the next letter has something useful
-# among the last few characters at every position, and this one, trained for 400 steps,
-# has not made the first character a resting place. Sinks come from training, not from
-# the softmax alone.
-#
-# Streaming past the context
-# --------------------------
-#
-# The model was trained on windows of 128 characters; a text of 512 is four times
-# longer. Three ways to run it:
-#
-# - **restart**: cut the text into windows of 128 that overlap by one character, and
-#   run each on its own: at every cut the model loses its context;
-# - **rolling window**: feed one character at a time through a rolling
-#   :class:`attention.KVCache` (``window=128``) that keeps the keys and values of the
-#   128 most recent characters and drops the oldest;
-# - **window and sinks**: the same with ``sinks=4, window=124``: the keys and values of
-#   the first four characters are never dropped, as in StreamingLLM :cite:p:`xiao2023`.
-#
-# In a rolling cache a key's position is the slot it occupies, so the model never sees
-# a position beyond those it was trained on, and :class:`attention.CausalSelfAttention`
-# rotates the keys after reading them back (rotary positions depend only on the
-# distance between query and key). StreamingLLM's models keep their loss over long
-# texts with four sinks, and lose it with a window alone as soon as the first token
-# leaves the cache. Eight validation texts of 512 characters:
-
-import torch.nn.functional as F
-
-LONG = 4 * CONTEXT
-texts = windows(val_ids, LONG)  # (W, 512), end to end
-texts = texts[:: len(texts) // 8][:8].to(device)  # (8, 512), spread over the text
-
-
-def streamed_losses(lm, texts, *, window, sinks):
-    """Loss of every next character when ``texts`` go through ``lm`` one character at
-    a time, with a rolling cache of ``sinks`` + ``window`` positions."""
-    cache = lm.new_cache(len(texts), window=window, sinks=sinks)
-    losses = []
-    with torch.no_grad(), num_threads(1):  # 511 small steps: one thread waits for none
-        for t in range(texts.shape[1] - 1):
-            logits, _ = lm(texts[:, t : t + 1], cache=cache)  # (N, 1, V)
-            losses.append(
-                F.cross_entropy(logits[:, 0], texts[:, t + 1], reduction="none")
-            )
-    return torch.stack(losses, dim=1).mean(dim=0).cpu()  # (511,): targets 1..511
-
-
-starts = range(0, LONG - CONTEXT + 1, CONTEXT - 1)  # 0, 127, 254, 381
-restart = torch.cat(
-    [next_token_losses(model, texts[:, s : s + CONTEXT]) for s in starts]
-).cpu()  # (508,): targets 1..508
-rolling = streamed_losses(model, texts, window=CONTEXT, sinks=0)
-with_sinks = streamed_losses(model, texts, window=CONTEXT - 4, sinks=4)
-one_pass = next_token_losses(model, texts[:, :CONTEXT]).cpu()  # (127,): no cache
-first_gap = (rolling[: CONTEXT - 1] - one_pass).abs().max().item()
-print(f"targets 1-127, rolling cache vs one pass: largest difference {first_gap:.1e}")
-beyond = slice(CONTEXT, len(restart))  # targets 129..508: the oldest keys are gone
-for name, losses in (
-    ("restart", restart),
-    ("rolling window", rolling),
-    ("window and sinks", with_sinks),
-):
-    print(f"{name:17s} mean loss, targets 129-508: {losses[beyond].mean():.4f}")
-sink_effect = (with_sinks[beyond] - rolling[beyond]).mean().item()
-after_cut = torch.zeros(len(restart), dtype=torch.bool)  # (508,)
-for start in starts[1:]:
-    after_cut[start : start + 16] = True  # targets start + 1 .. start + 16
-restart_cost = restart - rolling[: len(restart)]  # (508,)
-elsewhere = ~after_cut & (torch.arange(len(restart)) >= CONTEXT)  # the other 129-508
-print(f"sinks minus window alone: {sink_effect:+.4f} nats")
-print(
-    f"restart minus rolling window: {restart_cost[after_cut].mean():+.4f} nats on the "
-    f"16 targets after each restart, {restart_cost[elsewhere].mean():+.4f} on the "
-    "other targets 129-508"
-)
-claim("rolling cache vs one pass, targets 1-127", first_gap, below=1e-4)
-claim("|sinks minus window alone| (nats)", abs(sink_effect), below=0.01)
-claim(
-    "restart minus rolling window, 16 targets after each restart (nats)",
-    restart_cost[after_cut].mean(),
-    above=0.05,
-)
-claim(
-    "|restart minus rolling window|, the other targets (nats)",
-    restart_cost[elsewhere].mean().abs(),
-    below=0.03,
-)
-
-# %%
-# The loss along the text, averaged over the eight texts and smoothed over 16
-# characters, and below it the difference each other way makes against the rolling
-# window:
-
-
-def smooth(losses, width=16):
-    """Running mean over ``width`` targets."""
-    return F.avg_pool1d(losses[None, None], width, stride=1)[0, 0]  # (len - width + 1,)
-
-
-fig, (top, bottom) = plt.subplots(
-    2, 1, figsize=(7.5, 5), sharex=True, height_ratios=(3, 2), layout="constrained"
-)
-end = 16 + torch.arange(len(rolling) - 15)  # the last target of each running mean
-top.plot(end, smooth(rolling), color="#e69f00", label="rolling window of 128")
-ways = {"restart every 127": restart, "4 sinks + window of 124": with_sinks}
-for (name, losses), color in zip(ways.items(), ("#0072b2", "#009e73"), strict=True):
-    top.plot(end[: len(losses) - 15], smooth(losses), color=color, label=name)
-    gap = smooth(losses - rolling[: len(losses)])
-    bottom.plot(end[: len(gap)], gap, color=color, label=f"{name} minus rolling")
-for ax in (top, bottom):
-    for cut in starts[1:]:
-        ax.axvline(cut + 1, color="gray", linestyle=":", linewidth=1)
-    ax.axvline(CONTEXT + 1, color="black", linewidth=1)
-bottom.axhline(0, color="gray", linewidth=0.5)
-top.set_ylabel("loss (nats)")
-bottom.set_ylabel("difference (nats)")
-bottom.set_xlabel("target position in the text (the last of the 16 averaged)")
-top.set_title("512 characters through a model trained on 128")
-for ax in (top, bottom):  # beside the axes, off the curves
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
-plt.show()
-
-# %%
-# The rolling-window line lies almost wholly under the sinks line (their mean difference
-# is printed above). The dotted lines mark the first target after each restart (the
-# first of them lies next to the black line), the black line the first target predicted
-# after the cache dropped a key. Up to that line the rolling cache gives the losses of
-# one pass without a cache, to within float32 rounding (the largest difference is
-# printed above). Restarting costs loss on the characters after every cut, where the
-# model starts again from nothing (the mean excess over the 16 targets after each
-# restart is printed above); on the other targets the two differ on average by a few
-# hundredths of a nat at most (the mean is printed above), since a restarted window soon
-# holds the few recent characters the heads read. The rolling cache has no cuts. The
-# sinks make no difference worth the name: this model does not lean on its first token,
-# so it does not miss it when it leaves the cache. StreamingLLM needs sinks because
-# large models have them.
+# before, hold much of the weight in this run's figure; the rest falls on characters
+# further back, spread out or, in some rows, on one earlier character.
 
 # %%
 # The model in your browser
@@ -724,11 +493,6 @@ plt.show()
 #   by position, against the unigram and bigram baselines.
 # - Temperature reshapes the whole distribution; top-k keeps a fixed number of
 #   characters, top-p a fixed probability mass, with as many characters as that takes.
-# - A softmax must put its weight somewhere. Large models park it on the first token,
-#   an attention sink; this small model, trained for 400 steps, does not: its heads
-#   look a few characters back.
-# - A rolling key/value cache runs a model over text longer than its context. Keeping
-#   the first few positions (sinks) matters for a model that uses them as sinks.
 #
 # API used on this page: :func:`attention.text.python_docs`,
 # :class:`attention.text.CharTokenizer`, :func:`attention.text.split_by_position`,
@@ -737,8 +501,8 @@ plt.show()
 # :func:`attention.training.train`, :func:`attention.training.next_token_losses`,
 # :func:`attention.training.format_history`,
 # :func:`attention.language_model.sampling_distribution`,
-# :func:`attention.plot_attention`, :class:`attention.KVCache`,
-# :func:`attention.repro.claim`, :func:`attention.repro.num_threads`.
+# :func:`attention.plot_attention`, :func:`attention.repro.claim`,
+# :func:`attention.repro.num_threads`.
 #
 # Exercises
 # ---------
@@ -758,12 +522,16 @@ plt.show()
 # Training minimises the cross-entropy at :math:`T = 1`, and the held-out text is best
 # predicted at a temperature near 1.
 
+import torch.nn.functional as F
+
 targets = val_windows[:32, 1:].reshape(-1)  # (32 * 127,): the next characters
 grid = [0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
 fit = {t: F.cross_entropy(logits / t, targets).item() for t in grid}
 best = min(fit, key=fit.get)
 print({t: round(loss, 4) for t, loss in fit.items()}, f"lowest at T = {best}")
+# sphinx_gallery_start_ignore
 claim("temperature that fits the validation text best", best, above=0.8, below=1.2)
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 2
@@ -774,7 +542,9 @@ most_at = divmod(int(rows_kept.argmax()), rows_kept.shape[1])
 for name, (w, c) in (("fewest", fewest_at), ("most", most_at)):
     before = tokenizer.decode(val_windows[w, c : c + 30].cpu())  # the 30 read
     print(f"top-p keeps {int(rows_kept[w, c])} ({name}) after {before!r}")
+# sphinx_gallery_start_ignore
 claim("fewest characters top-p = 0.9 keeps, after 30", rows_kept.min(), below=2)
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 3
@@ -790,7 +560,9 @@ print(
     f"bits per character: model {model_bits:.2f}, lzma alone {alone:.2f}, "
     f"lzma after the training text {added:.2f}"
 )
+# sphinx_gallery_start_ignore
 claim("model minus lzma alone (bits per character)", model_bits - alone, above=0.0)
+# sphinx_gallery_end_ignore
 
 # %%
 # This model compresses worse than :mod:`lzma`, which copies long repeated stretches
