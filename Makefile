@@ -13,8 +13,8 @@
 #   make robust   the full reruns: every page as a script over seeds 0-9 and every CPU
 #                 capability (rewrites tests/docs/claims.md, the weakest margin of every
 #                 claim), then `make downloads`, then the browser's accessibility and offline
-#                 checks of every page (make test opens a third of the API, source and
-#                 Chinese pages, another third each day)
+#                 checks of every page (make test opens every other tutorial and a third
+#                 of the API, source and Chinese pages, another share each day)
 #   make downloads  every downloaded notebook and script of the built site run in full
 #   make gettext  update the Chinese edition's catalogues (locale/zh_CN/LC_MESSAGES/*.po) from
 #                 the sources, without running any example; translate, then `make html`

@@ -8,6 +8,7 @@ Also used by screenshot.py, which takes the README's screenshot.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import http.server
 import os
@@ -239,6 +240,10 @@ UNTRANSLATED_PAGES = re.compile(rf"^{TRANSLATION_DIR}/(generated|_modules)/")
 TEMPLATED_PAGES = re.compile(rf"^(generated|_modules|{TRANSLATION_DIR})/")
 #: How many runs of ``make test`` share those pages: each run opens every third one.
 TEMPLATED_SHARE = 3
+#: The tutorials themselves (``tutorials/<part>/NN_name.html``), the longest pages to check:
+#: each run opens every other one, so two days of runs open them all.
+TUTORIAL_PAGES = re.compile(r"^tutorials/[^/]+/\d\d_\w+\.html$")
+TUTORIAL_SHARE = 2
 #: Pages the accessibility checks open in every colour scheme at every width, in every run.
 #: The pages share one theme and few templates, so a page type broken in one configuration
 #: shows here.
@@ -248,7 +253,6 @@ EVERY_CONFIGURATION = (
     "search.html",
     "generated/attention.MultiHeadAttention.html",
     tutorial("01_qkv_analogy"),
-    tutorial("11_visualising_attention"),
     # The Chinese edition's landing page: its chrome (the language switch) in every scheme.
     f"{TRANSLATION_DIR}/index.html",
 )
@@ -257,20 +261,30 @@ EVERY_CONFIGURATION = (
 def browser_pages(site: Path = SITE_DIR, choice: str | None = None) -> list[str]:
     """The pages the browser opens one by one (the accessibility and offline checks).
 
-    Every hand-written and tutorial page of the English site, and a third of the pages made
-    from the same few templates (:data:`TEMPLATED_PAGES`: the API reference, the highlighted
-    sources, the translated pages of the Chinese edition), a different third each day
-    (``tests/pages.py``'s :func:`sample`), so that three days of runs open every page.
-    ``choice`` (by default ``ATTENTION_PAGES_SAMPLE``): ``"all"`` for every page, as
-    ``make robust`` runs them, or ``"0"``-``"2"`` for one third. The pages the Chinese edition
-    keeps in English (:data:`UNTRANSLATED_PAGES`) are opened on the English site only.
+    Every hand-written page of the English site, every other tutorial (:data:`TUTORIAL_PAGES`),
+    and a third of the pages made from the same few templates (:data:`TEMPLATED_PAGES`: the API
+    reference, the highlighted sources, the translated pages of the Chinese edition), a
+    different share each day (``tests/pages.py``'s :func:`sample`), so that six days of runs
+    open every page and two open every tutorial. ``choice`` (by default
+    ``ATTENTION_PAGES_SAMPLE``): ``"all"`` for every page, as ``make robust`` runs them, or
+    ``"0"``-``"5"`` for one share. The pages the Chinese edition keeps in English
+    (:data:`UNTRANSLATED_PAGES`) are opened on the English site only.
     """
     if choice is None:
         choice = os.environ.get("ATTENTION_PAGES_SAMPLE")
+    if choice is None:
+        choice = str(datetime.date.today().timetuple().tm_yday % (TEMPLATED_SHARE * TUTORIAL_SHARE))
     found = [rel for rel in html_pages(site) if not UNTRANSLATED_PAGES.match(rel)]
     templated = [rel for rel in found if TEMPLATED_PAGES.match(rel)]
-    chosen = {*pages.sample(templated, TEMPLATED_SHARE, choice), *EVERY_CONFIGURATION}
-    return [rel for rel in found if rel in chosen or not TEMPLATED_PAGES.match(rel)]
+    tutorials = [rel for rel in found if TUTORIAL_PAGES.match(rel)]
+    share = int(choice) if choice.isdigit() else None
+    chosen = {
+        *pages.sample(templated, TEMPLATED_SHARE, choice if share is None else str(share % 3)),
+        *pages.sample(tutorials, TUTORIAL_SHARE, choice if share is None else str(share % 2)),
+        *EVERY_CONFIGURATION,
+    }
+    sampled = {*templated, *tutorials}
+    return [rel for rel in found if rel in chosen or rel not in sampled]
 
 
 def english_pages(site: Path = SITE_DIR) -> list[str]:

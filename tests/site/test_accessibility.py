@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -245,17 +246,25 @@ def test_every_configuration_pages_exist(site_dir: Path) -> None:
     assert not missing, f"pages checked in every configuration are not in the build: {missing}"
 
 
-def test_three_runs_open_every_page(site_dir: Path) -> None:
-    """The shares of the templated pages that runs on different days open cover the site, and
-    every run opens the hand-written and tutorial pages and the pages of every configuration."""
+def test_six_runs_open_every_page(site_dir: Path) -> None:
+    """The shares of the templated pages and of the tutorials that runs on different days open
+    cover the site, and every run opens the hand-written pages and the pages of every
+    configuration."""
     every = sitecheck.browser_pages(site_dir, "all")
-    shares = [sitecheck.browser_pages(site_dir, str(i)) for i in range(sitecheck.TEMPLATED_SHARE)]
+    runs = sitecheck.TEMPLATED_SHARE * sitecheck.TUTORIAL_SHARE
+    shares = [sitecheck.browser_pages(site_dir, str(i)) for i in range(runs)]
     assert set().union(*shares) == set(every)
-    always = {p for p in every if not sitecheck.TEMPLATED_PAGES.match(p)}
-    always |= set(EVERY_CONFIGURATION)
+    sampled = {p for p in every if sitecheck.TEMPLATED_PAGES.match(p)}
+    sampled |= {p for p in every if sitecheck.TUTORIAL_PAGES.match(p)}
+    always = {p for p in every if p not in sampled} | set(EVERY_CONFIGURATION)
+    tutorials = sorted(p for p in every if sitecheck.TUTORIAL_PAGES.match(p))
+    assert len(tutorials) >= 20, tutorials
     for share in shares:
         assert always <= set(share)
         assert len(share) < 0.6 * len(every), "the share is most of the site"
+    # Today's run, with no share chosen, is one of the six.
+    if "ATTENTION_PAGES_SAMPLE" not in os.environ:
+        assert sitecheck.browser_pages(site_dir) in shares
 
 
 def test_page_passes_axe(html_page: str, site_url: str, site_dir: Path, tabs) -> None:
