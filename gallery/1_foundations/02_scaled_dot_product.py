@@ -88,6 +88,7 @@ assert torch.allclose(weights.sum(-1), torch.ones(L, device=device))
 # The same tensors drawn to scale, one square per number, so that the shapes can be seen
 # fitting together:
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 
 panels = [
@@ -116,6 +117,7 @@ fig.suptitle(
     "(L, S) and (S, Dv) make (L, Dv)"
 )
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The inner sizes meet in each product: :math:`D` between :math:`Q` and :math:`K^\top`,
@@ -214,6 +216,7 @@ claim(
 #
 # The variances, drawn:
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
 # the unscaled variances as points only: a line through them would hide the dashed
 # line D that they follow
@@ -225,6 +228,7 @@ ax.set_ylabel("variance of the score")
 ax.set_title("Without the scale, the spread of the scores grows with D")
 ax.legend()
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The unscaled variance follows the dashed line :math:`D`, as the printed values do; the
@@ -284,6 +288,7 @@ assert (unscaled_stats[1:, 0] >= scaled_stats[1:, 0]).all()
 
 # %%
 
+# sphinx_gallery_start_ignore
 fig, (ax_max, ax_entropy) = plt.subplots(1, 2, figsize=(8, 4), layout="constrained")
 for stats, label, style in [
     (unscaled_stats, "not scaled", "o-"),
@@ -302,6 +307,7 @@ for ax in (ax_max, ax_entropy):
     ax.legend()
 fig.suptitle("Without the scale, the softmax saturates as D grows (16 keys per query)")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Without the scale, the largest weight climbs towards 1 and the entropy falls towards
@@ -320,14 +326,18 @@ plt.show()
 
 import attention
 
-key_names = [str(j) for j in range(1, 11)]  # each row's own keys: not shared
-query_names = [f"q{i}" for i in range(6)]
 example = raw_scores[512][:6, :10]  # 6 queries, 10 keys  (6, 10)
 versions = {
     "not scaled": example.softmax(dim=-1),
     "scaled by 1/√D": (example / math.sqrt(512)).softmax(dim=-1),
 }
+for label, w in versions.items():
+    largest = w.max(dim=-1).values.round(decimals=2).tolist()
+    print(f"{label:>14}: largest weight of each row {largest}")
 
+# sphinx_gallery_start_ignore
+key_names = [str(j) for j in range(1, 11)]  # each row's own keys: not shared
+query_names = [f"q{i}" for i in range(6)]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), layout="compressed")
 for ax, (label, w) in zip(axes, versions.items(), strict=True):
     attention.plot_attention(
@@ -335,11 +345,10 @@ for ax, (label, w) in zip(axes, versions.items(), strict=True):
         colorbar=False,
     )  # fmt: skip
     ax.set_xlabel("the query's own keys, 1st to 10th")
-    largest = w.max(dim=-1).values.round(decimals=2).tolist()
-    print(f"{label:>14}: largest weight of each row {largest}")
 fig.colorbar(axes[0].images[0], ax=axes, label="attention weight")  # one scale, one bar
 fig.suptitle("The same scores at D = 512, with and without the scale")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The six rows drawn are a sample. Over all 1000 queries, each with the first 10 of its
@@ -449,6 +458,7 @@ claim(
 
 # %%
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
 bottom = 1e-8  # lowered below the lowest band edge, so every band shows whole
 for grads, label, style in [
@@ -475,6 +485,7 @@ ax.set_ylabel("size of the gradient on\nthe softmax's input")
 ax.set_title("Through a saturated softmax, the gradient vanishes")
 ax.legend(fontsize="small", loc="lower left")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # With the scale, the gradient that reaches the softmax's input, the scaled scores,
@@ -649,8 +660,10 @@ scores1 = q1 @ k1.transpose(-2, -1)  # (N, H, L, D) @ (N, H, D, S) -> (N, H, L, 
 out1, weights1 = attention.scaled_dot_product_attention(q1, k1, v1)
 print("scores", tuple(scores1.shape), " weights", tuple(weights1.shape))
 print("output", tuple(out1.shape))
+# sphinx_gallery_start_ignore
 assert scores1.shape == weights1.shape == (2, 4, 7, 9)
 assert out1.shape == (2, 4, 7, 5)
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 2

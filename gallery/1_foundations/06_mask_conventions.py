@@ -105,11 +105,6 @@ D = 8
 q, k, v = torch.randn(3, N, H, L, D, device=device).unbind(0)  # each (N, H, L, D)
 torch_mha = nn.MultiheadAttention(E, H, batch_first=True, device=device)
 ours = MultiHeadAttention.from_torch(torch_mha)
-# Sentence 1, head axis 0: query 2 may attend to key 0; query 0 may not attend to key 1.
-allowed_at, blocked_at = (1, 0, 2, 0), (1, 0, 0, 1)
-# sphinx_gallery_start_ignore
-assert both[allowed_at] and not both[blocked_at]
-# sphinx_gallery_end_ignore
 
 
 def additive(blocked_value):
@@ -117,6 +112,14 @@ def additive(blocked_value):
     elsewhere.
     """
     return torch.zeros(both.shape, device=device).masked_fill(~both, blocked_value)
+
+
+# sphinx_gallery_start_ignore
+# Sentence 1, head axis 0: query 2 may attend to key 0; query 0 may not attend to key 1.
+allowed_at, blocked_at = (1, 0, 2, 0), (1, 0, 0, 1)
+assert both[allowed_at] and not both[blocked_at]
+# the same two cells in nn.MultiheadAttention's masks: (L, S) and (N, S)
+am_at, kpm_at = ((2, 0), (0, 1)), ((1, 0), (1, 4))
 
 
 def shown(value):
@@ -127,35 +130,29 @@ def shown(value):
 table = []
 
 
-def add_row(path, argument, mask, allowed_at, blocked_at, output, reference):
-    """One line of the table: the mask's dtype and values, and the output's distance."""
+def add_row(path, argument, mask, output, reference, at=(allowed_at, blocked_at)):
+    """One line of the table: the mask's dtype, its value at a cell that may attend and
+    at one that is blocked, and the output's largest distance from ``reference``."""
     difference = (output - reference).abs().max().item()
     dtype = str(mask.dtype).removeprefix("torch.")
-    table.append(
-        (
-            path,
-            argument,
-            dtype,
-            shown(mask[allowed_at]),
-            shown(mask[blocked_at]),
-            f"{difference:.1e}",
-        )
-    )
+    may, blocked = shown(mask[at[0]]), shown(mask[at[1]])
+    table.append((path, argument, dtype, may, blocked, f"{difference:.1e}"))
 
 
+header = ("path", "argument", "dtype", "may attend", "blocked", "max |diff|")
+widths = (22, 18, 8, 11, 8, 9)
+# sphinx_gallery_end_ignore
+
+# add_row(path, argument, mask, output, reference): one line of the table
 with torch.no_grad():
     reference, _ = scaled_dot_product_attention(q, k, v, both)  # (N, H, L, D)
-    add_row(
-        "ours, function", "mask", both, allowed_at, blocked_at, reference, reference
-    )
+    add_row("ours, function", "mask", both, reference, reference)
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=both)
-    add_row("F.sdpa", "attn_mask", both, allowed_at, blocked_at, output, reference)
+    add_row("F.sdpa", "attn_mask", both, output, reference)
     for blocked_value in (float("-inf"), -1e9, -1e20):
         float_mask = additive(blocked_value)
         output = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
-        add_row(
-            "F.sdpa", "attn_mask", float_mask, allowed_at, blocked_at, output, reference
-        )
+        add_row("F.sdpa", "attn_mask", float_mask, output, reference)
 
     # Module level: nn.MultiheadAttention takes two masks, both with True = blocked.
     attn_mask = to_torch_attn_mask(causal)  # (L, S)
@@ -164,43 +161,22 @@ with torch.no_grad():
     output, _ = torch_mha(
         x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask
     )
-    add_row(
-        "nn.MultiheadAttention",
-        "attn_mask",
-        attn_mask,
-        (2, 0),
-        (0, 1),
-        output,
-        reference,
-    )
+    add_row("nn.MultiheadAttention", "attn_mask", attn_mask, output, reference, am_at)
     add_row(
         "  (same call)",
         "key_padding_mask",
         key_padding_mask,
-        (1, 0),
-        (1, 4),
         output,
         reference,
+        kpm_at,
     )
     # (N, 1, L, S), True = may attend
     back = from_torch_masks(attn_mask, key_padding_mask)
     output, _ = ours(x, mask=back)
-    add_row(
-        "ours, module",
-        "from_torch_masks()",
-        back,
-        allowed_at,
-        blocked_at,
-        output,
-        reference,
-    )
+    add_row("ours, module", "from_torch_masks()", back, output, reference)
 
-header = ("path", "argument", "dtype", "may attend", "blocked", "max |diff|")
-widths = (22, 18, 8, 11, 8, 9)
 for line in [header, *table]:
-    print(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-    )
+    print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
 
 # sphinx_gallery_start_ignore
 # float32: the paths sum in different orders, so they agree to rounding, not bit for
@@ -216,16 +192,17 @@ assert torch.equal(back, both.expand(N, 1, L, S))
 # an additive float mask. The same mask in three conventions, cell by cell (colour: what
 # the cell means; text: what it holds):
 
-import matplotlib.pyplot as plt
-
-from attention import mask_legend, plot_mask
-
 meaning = both[1, 0]  # (L, S) for "a dog ran": True = may attend
 stored = [
     ("this package, F.sdpa: bool", meaning),
     ("nn.MultiheadAttention: bool", to_torch_attn_mask(meaning)),
     ("additive float", additive(float("-inf"))[1, 0]),
 ]
+# sphinx_gallery_start_ignore
+import matplotlib.pyplot as plt
+
+from attention import mask_legend, plot_mask
+
 fig, axes = plt.subplots(1, 3, figsize=(8, 4.5), layout="constrained")
 for ax, (title, values) in zip(axes, stored, strict=True):
     text = [
@@ -245,6 +222,7 @@ for ax, (title, values) in zip(axes, stored, strict=True):
 fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("One mask, three conventions (colour: meaning, text: the value stored)")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The middle panel holds exactly the opposite values of the left one for the same
@@ -300,9 +278,9 @@ for value in (-1e9, -1e20):
         scores.masked_fill(~causal, value)
     except RuntimeError as error:
         print(textwrap.fill(f"masked_fill({value:g}): RuntimeError: {error}", 88))
+    # sphinx_gallery_start_ignore
     else:
         raise AssertionError(f"{value:g} does not fit in float16")
-    # sphinx_gallery_start_ignore
     assert torch.tensor(value).to(torch.float16).item() == float("-inf")
     # sphinx_gallery_end_ignore
 
@@ -418,6 +396,7 @@ qe, ke, ve = (t.clone().requires_grad_() for t in (q, k, v))
 uniform = v[1].mean(dim=-2)  # (H, D): every value averaged, padding and future included
 
 
+# sphinx_gallery_start_ignore
 def describe(t, mean=None):
     if t is None:
         return "not returned"
@@ -430,6 +409,10 @@ def describe(t, mean=None):
     return "other"
 
 
+# sphinx_gallery_end_ignore
+
+
+# describe(t, mean): "0", "NaN", "mean of all values", "not returned" or "other"
 am, kpm = to_torch_attn_mask(causal), to_torch_key_padding_mask(left)
 rows = []
 out, w = scaled_dot_product_attention(qe, ke, ve, left_both)
@@ -594,6 +577,7 @@ assert not torch.allclose(top_left, truth, atol=1e-2)
 # an object that stands for the bottom-right causal mask without holding it. The three
 # masks, drawn:
 
+# sphinx_gallery_start_ignore
 tokens_all = [f"t{i}" for i in range(S_all)]
 fig, axes = plt.subplots(1, 3, figsize=(8, 4.6), layout="constrained")
 plot_mask(
@@ -638,7 +622,6 @@ fig.legend(handles=mask_legend(), loc="outside lower center", ncols=2)
 fig.suptitle("Two new tokens attending to six keys: which causal mask is right")
 plt.show()
 
-# sphinx_gallery_start_ignore
 with torch.no_grad():
     check, _ = scaled_dot_product_attention(q_new, k_all, v_all, upper_left.to(device))
 # the right panel is what is_causal=True did

@@ -176,6 +176,7 @@ for norm_first in (False, True):
 
 # %%
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
@@ -262,6 +263,7 @@ ax.set_aspect("equal")
 ax.axis("off")
 ax.set_title("One block, in the order its modules run\n(red: the residual connections)")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Post-LN normalises *after* each sum, so the residual stream itself passes through
@@ -480,6 +482,7 @@ claim("pre-LN gradient, first block / last", pre_grads[0] / pre_grads[-1], above
 # The residual stream first:
 
 
+# sphinx_gallery_start_ignore
 def plot_per_block(post, pre, *, xlabel, ylabel, title):
     """One value per block for the post-LN and the pre-LN stack, on one figure."""
     blocks_axis = range(1, depth + 1)
@@ -501,12 +504,14 @@ plot_per_block(
     ylabel="RMS of the residual stream after the block",
     title="Activations",
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # Post-LN's stream is renormalised by every block: its RMS is 1 all the way. Pre-LN's
 # stream is a sum that every block adds to, so it grows with depth (the numbers printed
 # above); the final LayerNorm brings it back to scale. Now the gradients:
 
+# sphinx_gallery_start_ignore
 plot_per_block(
     post_grads,
     pre_grads,
@@ -514,6 +519,7 @@ plot_per_block(
     ylabel="gradient norm of the loss\nw.r.t. the stream entering the block",
     title="Gradients",
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # Read the plot from right to left, the way the gradient travels. In post-LN it has to
