@@ -311,8 +311,8 @@ claim(
 # this head sends it well over the share a uniform head would (the ratio printed
 # above). That does not make it a detector of the flipping ``not``: it was picked for
 # its weight on every ``not``, the line for a distracting ``not`` is there to compare,
-# and its weight on a ``not`` depends on where the ``not`` stands (exercise 1 measures
-# it with the distracting ``not`` before the signal word and after it).
+# and its weight on a ``not`` is not the same wherever the ``not`` stands (exercise 1
+# measures it with the distracting ``not`` before the signal word and after it).
 #
 # Switching heads off: which heads does the model need?
 # -----------------------------------------------------
