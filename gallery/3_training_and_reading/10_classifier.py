@@ -296,9 +296,7 @@ assert all(order_blind_right[kinds[k]].all() for k in ("no 'not'", "flipping 'no
 # %%
 # The model is right on most sentences of every kind, including those with only a
 # distracting ``not``, on which the order-blind rule is always wrong: it has learned
-# where the ``not`` stands. The next page,
-# :ref:`sphx_glr_tutorials_3_training_and_reading_11_visualising_attention.py`, takes
-# the positions away from the trained model and watches it fall back on that rule.
+# where the ``not`` stands.
 #
 # Padding never receives attention
 # --------------------------------
