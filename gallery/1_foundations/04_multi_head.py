@@ -299,8 +299,8 @@ diff = (by_hand - out).abs().max().item()
 print(f"largest difference between the module and 8 separate attentions: {diff:.1e}")
 assert diff < 1e-5  # float32: the two orders of summation differ in the last bits only
 
-# sphinx_gallery_start_ignore Attention's output is laid out head by head, as said
-# above: merge_heads has to copy it.
+# sphinx_gallery_start_ignore
+# Attention's output is laid out head by head, as said above: merge_heads copies it.
 with torch.no_grad():
     q_heads = split_heads(mha.q_proj(x), H)  # (N, H, L, D)
     # (N, H, L, D)

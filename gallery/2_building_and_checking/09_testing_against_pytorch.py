@@ -434,7 +434,8 @@ from hypothesis import strategies as st
 
 cases = []
 
-# sphinx_gallery_start_ignore hypothesis caches data in ./.hypothesis; while the site
+# sphinx_gallery_start_ignore
+# hypothesis caches data in ./.hypothesis; while the site
 # builds, keep it out of the sources.
 import tempfile
 

@@ -446,7 +446,8 @@ for out in outputs.values():
 from attention import causal_mask
 from attention.tiled import tiles
 
-# sphinx_gallery_start_ignore  what the CPU bullet above says
+# sphinx_gallery_start_ignore
+# what the CPU bullet above says
 if device.type == "cpu":
     from torch.nn.attention.bias import causal_lower_right
 
@@ -592,7 +593,8 @@ if rows:
     meta = rows[0]
     caption = f"{meta['device']}, torch {meta['torch']}, measured {meta['date'][:10]}"
     print(f"recorded in benchmarks/results/{recorded[-1].name}: {caption}")
-    # sphinx_gallery_start_ignore  the figure's code: one line per recorded curve
+    # sphinx_gallery_start_ignore
+    # the figure's code: one line per recorded curve
     fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
     curves = sorted({(row["dtype"], int(row["D"])) for row in rows})
     okabe_ito = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from docbuild import ROOT
+from docbuild import GALLERY_DIR, ROOT, gallery_scripts
 from packaging.utils import parse_wheel_filename
 from sphinx.directives.code import LiteralIncludeReader
 
@@ -553,3 +553,23 @@ def test_a_widget_becomes_a_link_to_the_sites_page():
         )
         text = plain.finish(plain.prepare_text(source))
         assert f"({words}: https://site.test/tutorials/99.html)" in text, text
+
+
+@pytest.mark.parametrize("script", gallery_scripts(), ids=lambda s: Path(s).stem)
+def test_every_cell_of_every_notebook_is_python_on_its_own(script):
+    # The page's code cut as the notebook cuts it: what the page shows and each hidden block.
+    from attention_prerequisites import script_blocks
+
+    # A marker with words after it hides from there to the next end marker on the page, and
+    # leaves its words as code in the notebook.
+    source = (GALLERY_DIR / script).read_text(encoding="utf-8")
+    assert not re.search(r"sphinx_gallery_(start|end)_ignore[ \t]*\S", source), script
+    gallery_conf = {"remove_config_comments": True}
+    blocks = script_blocks(GALLERY_DIR / script, gallery_conf, hidden=True)
+    cells = [(label, content) for label, content, _ in blocks if label in ("code", "hidden")]
+    assert any(label == "code" for label, _ in cells)
+    for i, (label, content) in enumerate(cells):
+        try:
+            compile(textwrap.dedent(content), f"{script}, cell {i} ({label})", "exec")
+        except SyntaxError as error:
+            pytest.fail(f"{script}: a notebook cell is not Python on its own: {error}")
