@@ -8,18 +8,15 @@ Performance: what attention costs, and how to time it
 
 The earlier pages made attention correct; this one measures what it costs. It times one
 multi-head attention call in two parts, the projections and the attention core, over a
-sweep of sequence lengths, and finds where the quadratic term takes over; it compares
-bfloat16 with float32, speed and accuracy; it shows why asking for the weights changes
-the package module's kernel but not ``nn.MultiheadAttention``'s (whose CPU fast path
-builds them anyway); and it times the causal mask of
+sweep of sequence lengths; compares bfloat16 with float32; shows what asking for the
+weights costs; and times the causal mask of
 :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as a flag and as a
 tensor.
 
-Every time on the page comes from one timer, :func:`attention.measure.compare` (bar
-the GPU section's two stopwatch readings, shown for contrast), and is printed with the
-device it ran on. The site is built on a CPU: the code of the section on timing a GPU
-runs only where there is one, and says so when there is none. ``make bench`` runs the
-larger benchmark behind the page.
+Every time on the page comes from one timer, :func:`attention.measure.compare`, and is
+printed with the device it ran on. The site is built on a CPU: the section on timing a
+GPU runs only where there is one. ``make bench`` runs the larger benchmark behind the
+page.
 """
 
 # %%
@@ -140,6 +137,8 @@ with num_threads(1), torch.inference_mode():
 # parts on logarithmic axes, where a cost proportional to :math:`L^p` is a line of
 # slope :math:`p`:
 
+# sphinx_gallery_start_ignore
+# the figure's code: the two parts' medians against L
 import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
@@ -152,6 +151,7 @@ ax.set_xlabel("sequence length L")
 ax.set_ylabel("median time per call (ms)")
 ax.set_title(f"One attention call in two parts ({device}, E = {E}, one thread)")
 _ = ax.legend()
+# sphinx_gallery_end_ignore
 
 # %%
 # Each time the length doubles, the projections do twice the arithmetic and the core
@@ -179,15 +179,13 @@ for L in lengths:
     )
 
 # %%
-# The core's time grew far more than the projections' over the sweep (the two
-# ``time x`` lines), and in the figure its line is the steeper one; the last line of the
-# table says, round by round, how many times the projections' time the core took at
-# :math:`L = 2048`, where it does four times their arithmetic. The crossing in *time*
-# need not sit at :math:`L = 2E`, where the arithmetic crosses: the two parts do not run
-# at the same rate, and the rates above say how far apart they are on this device. A
-# fixed cost per call (Python, dispatch), which no FLOP count includes, would lower a
-# part's rate at the short lengths and flatten its line at the left of the figure: the
-# rates at :math:`L = 128` against those at 2048 say whether it does here.
+# The core's time grew far more than the projections' over the sweep (the two ``time x``
+# lines), and in the figure its line is the steeper one. The crossing in *time* need not
+# sit at :math:`L = 2E`, where the arithmetic crosses: the two parts do not run at the
+# same rate, and the rates above say how far apart they are on this device. A fixed cost
+# per call (Python, dispatch), which no FLOP count includes, would lower a part's rate
+# at the short lengths: the rates at :math:`L = 128` against those at 2048 say whether
+# it does here.
 #
 # bfloat16 against float32
 # ------------------------
@@ -199,8 +197,6 @@ for L in lengths:
 # decimal digits (:math:`8 \log_{10} 2`). Here the same module call at L = 1024 and a
 # square matrix product are timed in float32 and under autocast to bfloat16, all four in
 # the same rounds, and the module's output is compared with the same module in float64.
-# The sweep above timed this call's two parts in rounds of their own, without the
-# reshapes: their sum need not equal the whole call's time.
 # (ATen, PyTorch's C++ operator library, picks its CPU kernels by the processor's
 # instruction set, or a lower one named by ``ATEN_CPU_CAPABILITY``. Where the fused
 # bfloat16 kernel needs AVX-512 and a lower one is named, it refuses; the output says
@@ -235,10 +231,7 @@ with torch.inference_mode():
     )[0]  # (N, L, E) in float64
     try:
         _ = module_call(x, torch.bfloat16)
-    except RuntimeError as error:
-        # PyTorch's CPU kernel for bfloat16 uses the matrix units (AMX) wherever the
-        # processor has them, and then needs ATen's AVX-512 code: with a lower
-        # ATEN_CPU_CAPABILITY it refuses. The math kernel has no such need.
+    except RuntimeError as error:  # with ATen below AVX-512 (see above)
         print(f"the fused bfloat16 kernel refused ({error}); the math kernel runs")
         module_call = functools.partial(module_call, math_kernel=True)
     errors = {
@@ -278,10 +271,11 @@ print(
     f"ATen kernels: {torch.backends.cpu.get_cpu_capability()}"
 )
 
-# The bounds each error must keep (attention.repro.claim): float32 at rounding level,
-# bfloat16 far above it.
+# sphinx_gallery_start_ignore
+# the bounds the prose below rests on
 claim("float32 error", errors[torch.float32], below=1e-5)
 claim("bfloat16 error", errors[torch.bfloat16], above=1e-4, below=5e-2)
+# sphinx_gallery_end_ignore
 
 # %%
 # The error lines are the largest difference from float64, relative to the largest
@@ -341,6 +335,7 @@ with torch.inference_mode():
 
 from torch.profiler import profile
 
+ran = {}
 with torch.inference_mode():
     for name, call in calls.items():
         with profile() as prof:
@@ -351,12 +346,17 @@ with torch.inference_mode():
             kernel.startswith("aten::_scaled_dot_product_") and "math" not in kernel
             for kernel in kernels
         )
+        ran[name] = softmax, fused_kernel
         print(
             f"  {name:<27} softmax kernel: {softmax!s:>5}, "
             f"fused SDPA kernel: {fused_kernel}"
         )
-        if name.startswith("Fused"):  # one or the other, as need_weights says
-            assert softmax == name.endswith("True") and fused_kernel == (not softmax)
+
+# sphinx_gallery_start_ignore
+# the package's module runs one or the other, as asked
+assert ran["Fused, need_weights=True"] == (True, False)
+assert ran["Fused, need_weights=False"] == (False, True)
+# sphinx_gallery_end_ignore
 
 # %%
 # :class:`attention.FusedMultiHeadAttention` runs SDPA's fused kernel with
@@ -368,8 +368,8 @@ with torch.inference_mode():
 # so asking for them only adds their average over the heads. The round-by-round ratios
 # above say what each costs in this run. Ask for the weights only to look at them.
 #
-# Which kernel runs where
-# -----------------------
+# A causal mask: the flag or a tensor
+# -----------------------------------
 #
 # ``F.scaled_dot_product_attention`` is one function with several implementations,
 # called backends: ``MATH`` (the formula written with ordinary operations, runs
@@ -378,48 +378,7 @@ with torch.inference_mode():
 # NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
 # ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
 # preference, the first one that supports the device, dtype and shapes;
-# ``torch.nn.attention.sdpa_kernel`` restricts the choice, and the call raises an error
-# when nothing allowed can run:
-
-import warnings
-
-q, k, v = (
-    torch.randn(2, H, 512, E // H, device=device) for _ in range(3)
-)  # (N, H, L, D)
-outputs = {}
-with torch.inference_mode():
-    default_out = F.scaled_dot_product_attention(q, k, v)
-    for backend in (
-        SDPBackend.MATH,
-        SDPBackend.FLASH_ATTENTION,
-        SDPBackend.EFFICIENT_ATTENTION,
-        SDPBackend.CUDNN_ATTENTION,
-    ):
-        try:
-            with sdpa_kernel(backend), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch explains each refusal
-                outputs[backend.name] = F.scaled_dot_product_attention(q, k, v)
-        except RuntimeError:
-            print(f"  {backend.name:>19}: cannot run here")
-            continue
-        same = torch.equal(outputs[backend.name], default_out)
-        gap = (outputs[backend.name] - default_out).abs().max().item()
-        print(f"  {backend.name:>19}: bit for bit: {same!s:>5}, largest gap {gap:.1e}")
-
-# sphinx_gallery_start_ignore
-assert "MATH" in outputs
-assert device.type == "cuda" or torch.equal(outputs["FLASH_ATTENTION"], default_out)
-for out in outputs.values():
-    assert torch.allclose(out, outputs["MATH"], atol=1e-4)
-# sphinx_gallery_end_ignore
-
-# %%
-# The backend whose output equals the default's bit for bit is the one the default
-# picked. The others differ from it by float32 rounding (the largest gaps printed):
-# each adds the same numbers in a different order.
-#
-# A causal mask: the flag or a tensor
-# -----------------------------------
+# ``torch.nn.attention.sdpa_kernel`` restricts the choice.
 #
 # :ref:`bottom-right-causal` gave ``F.scaled_dot_product_attention`` a causal mask in
 # three forms, which agree wherever each is right: the flag ``is_causal=True``, a bool
@@ -572,6 +531,8 @@ else:
 # is plotted here, with where and when it was measured; otherwise the line below says
 # that there is none. These are recorded numbers, not measured by this page.
 
+# sphinx_gallery_start_ignore
+# reading the newest results file, and its figure
 import csv
 from pathlib import Path
 
@@ -593,8 +554,6 @@ if rows:
     meta = rows[0]
     caption = f"{meta['device']}, torch {meta['torch']}, measured {meta['date'][:10]}"
     print(f"recorded in benchmarks/results/{recorded[-1].name}: {caption}")
-    # sphinx_gallery_start_ignore
-    # the figure's code: one line per recorded curve
     fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
     curves = sorted({(row["dtype"], int(row["D"])) for row in rows})
     okabe_ito = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]
@@ -617,7 +576,6 @@ if rows:
     ax.set_ylabel("TFLOP/s (FlashAttention-2 count)")
     ax.set_title(f"F.scaled_dot_product_attention, forward\n{caption}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    # sphinx_gallery_end_ignore
     print("the figure shows the recorded rates; they were not measured by this page")
 else:
     print(
@@ -625,6 +583,7 @@ else:
         "this section has no figure; `python -m benchmarks --gpu` on a CUDA GPU "
         "records them."
     )
+# sphinx_gallery_end_ignore
 
 # %%
 # What to remember
@@ -632,14 +591,11 @@ else:
 #
 # - Time after a warm-up, repeat and take the median with its spread, and compare
 #   candidates in the same interleaved rounds: their round-by-round ratios survive a
-#   busy machine that absolute times do not. Print the device, threads, dtype and
-#   versions with every number (:func:`attention.measure.compare`,
-#   :func:`attention.measure.device_description`).
+#   busy machine that absolute times do not (:func:`attention.measure.compare`).
 # - On a GPU, time the kernels with CUDA events after a warm-up, and synchronise once
 #   before reading them; a stopwatch around an asynchronous call measures the queueing.
 # - One attention call is projections, linear in L, and the attention core, quadratic
-#   in L; the core's arithmetic is :math:`L / 2E` times the projections'; the sweep's
-#   ratios at L = 2048 compare their times on this device.
+#   in L; the core's arithmetic is :math:`L / 2E` times the projections'.
 # - bfloat16 gives up digits (the errors printed above); whether it buys speed depends
 #   on the hardware's matrix units: measure it against float32 in the same rounds.
 # - ``need_weights=True`` moves the package's module off the fused kernel onto the path
@@ -664,14 +620,6 @@ else:
 #    ``fused(x, need_weights=True)`` on the :math:`(2, 512, 256)` input of the
 #    ``need_weights`` section and compare with the formula
 #    :math:`8NLE^2 + 4NL^2E`. Which term is larger here?
-# 2. **How far bfloat16 rounds.** bfloat16 keeps 8 significant bits, so rounding to
-#    the nearest bfloat16 moves a number by at most :math:`2^{-8}` of its size. Round
-#    ``x`` to bfloat16 and back and find the largest relative change. How does it
-#    compare with the error of autocast bfloat16 printed above?
-# 3. **Where the time crosses.** From the sweep's medians (``sweep``), find the first
-#    length at which the attention core took longer than the projections, and compare
-#    it with :math:`L = 2E`, where their arithmetic is equal. Which part ran at the
-#    higher rate?
 
 # %%
 # .. solution 1
@@ -693,41 +641,6 @@ print(
     "attention"
 )
 assert counter.get_total_flops() == projections_flop + attention_flop
-
-# %%
-# .. solution 2
-#
-# The largest relative change stays under :math:`2^{-8} \approx 0.0039`, half of
-# ``torch.finfo(torch.bfloat16).eps``. Autocast's error above is made of such
-# roundings, of the inputs, the weights and the intermediate results, carried through
-# the module.
-
-x_cpu = x.cpu()
-rounded = x_cpu.to(torch.bfloat16).float()  # (N, L, E)
-nonzero = x_cpu != 0
-relative = ((rounded - x_cpu).abs() / x_cpu.abs())[nonzero]
-print(
-    f"largest relative change from rounding to bfloat16: {relative.max():.5f} "
-    f"(bound 2**-8 = {2**-8:.5f}, finfo eps / 2 = "
-    f"{torch.finfo(torch.bfloat16).eps / 2:.5f})"
-)
-assert torch.finfo(torch.bfloat16).eps == 2**-7
-assert relative.max() <= 2**-8
-
-# %%
-# .. solution 3
-#
-# No new timing: the answer is in the sweep. The rate of each part at the crossing
-# says which one runs closer to the machine's matrix-product speed; the crossing moves
-# with the device, the thread count and the load, the arithmetic's does not.
-
-core, projections = "attention core", "projections"
-crossed = [L for L in lengths if sweep[L][core].median > sweep[L][projections].median]
-first = crossed[0] if crossed else None
-print(f"arithmetic crosses at L = 2E = {2 * E}; time crosses at L = {first} (this run)")
-if first is not None:
-    for name, work in ((projections, 8 * first * E * E), (core, 4 * first**2 * E)):
-        print(f"  {name}: {work / sweep[first][name].median / 1e9:.1f} GFLOP/s")
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` opens the fused

@@ -19,14 +19,13 @@ by FlashAttention :cite:p:`dao2022,dao2023`.
 Inference is half of the story. To train, autograd keeps what each operation needs for
 the backward pass, and for attention that is the :math:`(L, S)` weights again.
 FlashAttention-2's backward keeps, beyond Q, K and V, only the output and one number per
-query, the log-sum-exp of its scores (the first version kept two, the row's maximum and
-its sum of exponentials), and recomputes the weights tile by tile.
+query, the log-sum-exp of its scores, and recomputes the weights tile by tile.
 
-This page works the online softmax through on one row with every number printed, reads
+This page works the online softmax through on one row, reads
 :func:`attention.tiled_attention`, which applies it to whole tensors in plain PyTorch,
-derives its backward pass, checks both against the reference, and measures peak memory,
-without autograd and with it, against the reference path and PyTorch's kernel. Timing is
-explained in :ref:`sphx_glr_tutorials_5_scale_17_performance.py`.
+derives its backward pass, checks both against the reference, and measures peak memory
+against the reference path and PyTorch's kernel. Timing is the subject of
+:ref:`sphx_glr_tutorials_5_scale_17_performance.py`.
 """
 
 # %%
@@ -106,7 +105,9 @@ print(
 )
 assert torch.allclose(out, reference, rtol=0, atol=1e-12)
 assert torch.allclose(lse, scores.logsumexp(0), rtol=0, atol=1e-12)
+# sphinx_gallery_start_ignore
 assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
+# sphinx_gallery_end_ignore
 
 # %%
 # Before the first block nothing has been seen, so the earlier blocks' share is 0. After
@@ -121,10 +122,7 @@ assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
 # score before ``exp``, so that nothing overflows; FlashAttention-2's kernels carry that
 # maximum :math:`m`, the sum :math:`\ell = \sum e^{s_j - m}` and the unnormalised
 # :math:`\sum e^{s_j - m} v_j` instead, which is the same state written differently
-# (:math:`\text{lse} = m + \log \ell`). The pair (output, log-sum-exp) is the one that
-# the backward pass below needs, and the one ring attention merges as blocks of keys
-# arrive from other processes
-# (:ref:`sphx_glr_tutorials_5_scale_20_context_parallel.py`).
+# (:math:`\text{lse} = m + \log \ell`).
 #
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
@@ -143,12 +141,6 @@ assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
 # .. literalinclude:: ../../../attention/tiled.py
 #    :language: python
 #    :pyobject: _blockwise_forward
-#
-# and the step of every tile is the package's one block kernel:
-#
-# .. literalinclude:: ../../../attention/functional.py
-#    :language: python
-#    :pyobject: attention_block
 #
 # Exactly the reference
 # ---------------------
@@ -178,15 +170,13 @@ for L, S, causal in shapes:
 # How much memory does one call need beyond its inputs?
 # :func:`attention.measure.peak_memory` answers: on a GPU from PyTorch's allocator
 # (``torch.cuda.max_memory_allocated``); on the CPU under Linux from the process's peak
-# resident memory (``VmHWM``), which it resets just before the call, after handing the
-# memory freed by earlier steps back to the system, so that every byte the call touched
-# is counted, whoever allocated it. Elsewhere it returns ``None``.
+# resident memory (``VmHWM``), reset just before the call, so that every byte the call
+# touched is counted, whoever allocated it. Elsewhere it returns ``None``.
 #
 # Three paths, on one sequence with 4 heads of dimension 64: the reference, the tiled
 # path and PyTorch's own kernel, ``F.scaled_dot_product_attention`` (``sdpa`` below).
 # Each is measured once without autograd (inference) and once as a training step: the
-# forward pass, then the gradients of the queries, keys and values. A training step's
-# peak includes those three gradients, which every path must return.
+# forward pass, then the gradients of the queries, keys and values.
 
 import torch.nn.functional as F
 
@@ -226,14 +216,16 @@ def training(fn, L):
 
 measured = peak_memory(lambda: None, device=device) is not None
 memory = {}
-# Memory does not depend on the number of threads, and with one thread the tiled loop's
-# many small steps never wait for each other when other programs share the cores. The
-# reference goes last: the memory its large blocks leave to the allocator would be
-# counted again by the small paths' peaks.
+# sphinx_gallery_start_ignore
+# the first calls set up libraries: not counted
 with num_threads(1):
     for mode in (inference, training) if measured else ():
         for fn in paths.values():
-            _ = mode(fn, 64)  # the first call sets up libraries: not counted
+            _ = mode(fn, 64)
+# sphinx_gallery_end_ignore
+# The reference goes last: the memory its large blocks leave to the allocator would be
+# counted again by the small paths' peaks.
+with num_threads(1):
     for name in ("tiled", "sdpa", "reference") if measured else ():
         for mode in (inference, training):
             memory[mode.__name__, name] = [
@@ -260,21 +252,19 @@ else:
 # scores, which does not; PyTorch's kernel, the same idea in C++, behaves the same way.
 #
 # With autograd (the ``training`` rows), the reference keeps its weights for the
-# backward pass and builds their gradient there: it grows quadratically too, by uneven
-# steps of roughly three- to fourfold per doubling. The tiled path grows more slowly,
-# but it need not start lower. At the short lengths the weights are small, and a
-# training step's peak is mostly what every path needs besides them: the three
-# gradients, and for the tiled path a tile's scores, weights and their gradients in
-# temporaries. There the two peaks are of the same order, the tiled one even the larger
-# where its ratio to the reference's (the last rows) is above 1, and in the figure below
+# backward pass and builds their gradient there: it grows quadratically too. The tiled
+# path grows more slowly, but it need not start lower: at the short lengths a training
+# step's peak is mostly what every path needs besides the weights (the three gradients,
+# and for the tiled path a tile's temporaries), and where the tiled path's ratio to the
+# reference's (the last rows) is above 1, its peak is the larger; in the figure below
 # the lines meet or cross. The ratio falls as L grows, and at L = 2048 the tiled path
 # takes a small fraction of the reference's memory, for a reason the next sections take
-# apart: a plain loop over tiles, run through autograd, would not. (These peaks are
-# measured inside one process that has run many other things, so a few MiB of them are
-# the allocator's; ``make bench`` measures each case in a fresh process, at the lengths
-# 1024 to 4096.)
+# apart. (These peaks are measured in one process that has run other things, so a few
+# MiB of them are the allocator's; ``make bench`` measures each case in a fresh
+# process.)
 
-# The claims this section makes, checked (attention.repro.claim):
+# sphinx_gallery_start_ignore
+# the claims this section's prose rests on
 if measured:
     last = lengths[-1]
     scores_mib = H * last**2 * 4 / 2**20
@@ -323,13 +313,12 @@ if measured:
     axes[0].set_ylabel("extra peak memory (MiB)")
     axes[0].legend()
     _ = fig.suptitle(f"Peak memory of one attention call ({device}, H = {H}, float32)")
+# sphinx_gallery_end_ignore
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
 # reference's lines have a slope of about 2 in both panels, the block-wise ones a much
-# smaller one, and at the longest length the reference sits far above them. At the
-# shortest lengths of the training panel the tiled line starts next to the
-# reference's, or above it, as the ratios printed above say.
+# smaller one, and at the longest length the reference sits far above them.
 #
 # What autograd would keep
 # ------------------------
@@ -488,16 +477,11 @@ assert delta_error < 1e-10
 #    :language: python
 #    :pyobject: attention_block_backward
 #
-# and :func:`attention.tiled_attention`'s backward walks the tiles of the forward pass,
-# adding each tile's share into the gradients of its rows and of its keys:
-#
-# .. literalinclude:: ../../../attention/tiled.py
-#    :language: python
-#    :pyobject: _BlockwiseAttention.backward
-#
-# The price is arithmetic: the scores of every tile are computed twice, once in each
-# pass (exercise 4 counts it). In float64 the gradients equal the reference's to
-# rounding, with and without the causal mask, on lengths the tiles do not divide:
+# :func:`attention.tiled_attention`'s backward walks the tiles of the forward pass,
+# adding each tile's share into the gradients of its rows and of its keys. The price is
+# arithmetic: the scores of every tile are computed twice, once in each pass. In float64
+# the gradients equal the reference's to rounding, with and without the causal mask, on
+# lengths the tiles do not divide:
 
 for L, S, causal in shapes:
     g = torch.Generator(device=device).manual_seed(L + S)
@@ -523,62 +507,6 @@ for L, S, causal in shapes:
     assert max(errors) < 1e-10
 
 # %%
-# Time, in the same rounds
-# ------------------------
-#
-# Memory is what this path saves; time is what it costs. The three paths, timed by
-# :func:`attention.measure.compare` in interleaved rounds at L = 1024 (one thread, so
-# that other programs on the machine do not make the threads wait for each other),
-# without autograd and as a training step. The ratios to ``sdpa`` are taken round by
-# round: a ratio that moves from round to round is the machine's noise.
-
-from attention.measure import compare, device_description, round_ratios
-
-(q, k, v), grad = inputs(1024, requires_grad=True)
-
-
-def timed_step(fn, mode):
-    if mode == "inference":
-
-        def call():
-            with torch.no_grad():
-                return fn(q, k, v)
-
-        return call
-    return lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), grad)
-
-
-with num_threads(1):
-    print(device_description(device, torch.float32), f"L = S = 1024, H = {H}, D = {D}")
-    for mode in ("inference", "training"):
-        timings = compare(
-            {name: timed_step(fn, mode) for name, fn in paths.items()},
-            rounds=3,
-            min_run_time=0.1,
-            device=device,
-        )
-        for name, timing in timings.items():
-            ratios = round_ratios(timing, timings["sdpa"])
-            print(
-                f"  {mode:>9} {name:>9}: {timing}; / sdpa, round by round: "
-                + ", ".join(f"{r:.2f}" for r in ratios)
-            )
-
-# %%
-# The three paths do the same :math:`O(L^2)` multiplications, except that in training
-# the tiled path and PyTorch's kernel, whose CPU backward is FlashAttention's too,
-# compute :math:`QK^\top` a second time instead of keeping the weights. They differ in
-# memory and in how fast each operation runs: the tiled path is a Python loop of
-# ordinary PyTorch operations, each of which reads and writes a whole tile of scores in
-# memory; PyTorch's kernel runs the same loop in C++, keeping each tile's scores in a
-# small buffer that stays in the cache. The reference runs no loop at all: two large
-# matrix products at the full speed of the matrix library and, in training, no second
-# :math:`QK^\top`, but it writes and reads its :math:`(H, L, S)` scores and weights, 16
-# MiB each at L = 1024, in memory. Where it lands against the other two depends on the
-# machine's caches and memory bandwidth. The ratios above say what each costs on this
-# machine, in this run. ``make bench`` measures the same comparison at L = 1024 to 4096
-# with every core, each path's memory in a fresh process.
-#
 # What to remember
 # ----------------
 #
@@ -600,8 +528,8 @@ with num_threads(1):
 # :func:`attention.functional.attention_block`,
 # :func:`attention.functional.merge_blocks`,
 # :func:`attention.functional.attention_block_backward`,
-# :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask`,
-# :func:`attention.measure.peak_memory` and :func:`attention.measure.compare`.
+# :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask` and
+# :func:`attention.measure.peak_memory`.
 
 # %%
 # Exercises
@@ -610,20 +538,6 @@ with num_threads(1):
 # 1. **Any block size, any order.** Run the online softmax of the first section on the
 #    same 8 scores and values with blocks of 1 to 8 keys, and with the blocks taken
 #    last to first. Does the result change?
-# 2. **Two parts, merged.** Ring attention gives each process part of the keys. Split
-#    the keys and values of a float64 ``(2, 4, 300, 32)`` problem into the first 100
-#    and the other 200, compute each part's output and log-sum-exp with
-#    :func:`~attention.functional.attention_block`, merge them, and compare with
-#    :func:`attention.scaled_dot_product_attention`.
-# 3. **What causal skipping saves.** With ``L = S = 1024`` and ``block_size=256``,
-#    :func:`attention.tiled_attention` takes the queries 256 rows at a time. Predict
-#    the fraction of the non-causal matrix-product work that ``causal=True`` does, then
-#    count both with ``torch.utils.flop_counter.FlopCounterMode``. Why is it not one
-#    half?
-# 4. **The price of recomputing.** Count the matrix-product operations of one training
-#    step (forward and backward) of the reference path and of
-#    :func:`attention.tiled_attention` with ``FlopCounterMode``, and explain the ratio
-#    from the formulas of the backward.
 
 # %%
 # .. solution 1
@@ -647,70 +561,6 @@ for size in range(1, len(scores) + 1):
         gaps[size, reverse] = (out - reference).abs().item()
 print(f"largest difference from the whole-row softmax: {max(gaps.values()):.1e}")
 assert max(gaps.values()) < 1e-12
-
-# %%
-# .. solution 2
-#
-# The merge gives each part its share of the common denominator: the result is
-# attention over all 300 keys, whichever part holds the largest score.
-
-g = torch.Generator(device=device).manual_seed(seed)
-q, k, v = (
-    torch.randn(2, 4, 300, 32, dtype=torch.float64, device=device, generator=g)
-    for _ in range(3)
-)  # (N, H, L, D) each
-scale = q.shape[-1] ** -0.5
-first = attention_block(q, k[..., :100, :], v[..., :100, :], scale=scale)
-second = attention_block(q, k[..., 100:, :], v[..., 100:, :], scale=scale)
-merged, _ = merge_blocks(*first, *second)  # (N, H, L, D)
-expected, _ = scaled_dot_product_attention(q, k, v)
-print(f"merged parts against the reference: {(merged - expected).abs().max():.1e}")
-assert torch.allclose(merged, expected, rtol=0, atol=1e-12)
-
-# %%
-# .. solution 3
-#
-# The 16 tiles are 256 rows by 256 keys. For the rows of the :math:`g`-th group, the
-# key blocks before theirs are computed in full, the block on the diagonal is computed
-# in full and then masked, and the blocks after it are skipped: 4 + 3 + 2 + 1 = 10 of
-# the 16 tiles, five eighths of the work. The masked half of each diagonal tile is the
-# difference from one half; smaller tiles get closer to it.
-
-from torch.utils.flop_counter import FlopCounterMode
-
-q, k, v = (torch.randn(1, 1, 1024, 8, device=device, generator=g) for _ in range(3))
-flop = {}
-with num_threads(1):  # many small steps: one thread waits for no other
-    for causal in (False, True):
-        with FlopCounterMode(display=False) as counter:
-            _ = tiled_attention(q, k, v, causal=causal, block_size=256)
-        flop[causal] = counter.get_total_flops()
-print(
-    f"matrix-product operations: {flop[False]:,} without the mask, {flop[True]:,} "
-    f"with it; causal / full = {flop[True] / flop[False]}"
-)
-assert flop[True] * 8 == flop[False] * 5
-
-# %%
-# .. solution 4
-#
-# The reference does 2 products forward (:math:`QK^\top`, :math:`PV`) and 4 backward
-# (:math:`dV`, :math:`dP`, :math:`dQ`, :math:`dK`), each :math:`2LSD` per head; the
-# tiled path does the same 6 and recomputes :math:`QK^\top` in the backward: 7 / 6.
-
-q, k, v = (x.requires_grad_() for x in (q, k, v))
-grad = torch.randn(1, 1, 1024, 8, device=device, generator=g)
-step_flop = {}
-for name in ("reference", "tiled"):
-    with FlopCounterMode(display=False) as counter:
-        _ = torch.autograd.grad(paths[name](q, k, v), (q, k, v), grad)
-    step_flop[name] = counter.get_total_flops()
-print(
-    f"one training step: reference {step_flop['reference']:,}, tiled "
-    f"{step_flop['tiled']:,} operations; tiled / reference = "
-    f"{step_flop['tiled'] / step_flop['reference']:.4f}"
-)
-assert step_flop["tiled"] * 6 == step_flop["reference"] * 7
 
 # %%
 # Previous: :ref:`sphx_glr_tutorials_5_scale_17_performance.py`. Next: masks written as

@@ -40,10 +40,6 @@ introduced with the other position schemes in
 #    :language: python
 #    :pyobject: sliding_window
 #
-# .. literalinclude:: ../../../attention/masks.py
-#    :language: python
-#    :pyobject: prefix_lm
-#
 # (Packed documents, :func:`attention.masks.document`, look the document of each
 # position up in a table and compare.) A dense mask is the predicate evaluated on an
 # index grid: a column of query positions against a row of key positions, broadcast to
@@ -109,6 +105,8 @@ for name, (mask_mod, mask) in masks.items():
 # %%
 # Here are the four, drawn (dark = may attend):
 
+# sphinx_gallery_start_ignore
+# the figure's code: the four bool masks
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
@@ -128,6 +126,7 @@ legend = [
 ]
 fig.legend(handles=legend, loc="outside lower center", ncols=2)
 _ = fig.suptitle(f"Four masks as functions of (query, key), L = {L}")
+# sphinx_gallery_end_ignore
 
 # %%
 # The sliding window is a band along the diagonal, so its number of allowed pairs grows
@@ -184,15 +183,11 @@ for name, (mask_mod, mask) in masks.items():
 # before the softmax. ALiBi :cite:p:`press2022` subtracts a per-head slope times the
 # distance. Its penalty is written once too, as a function of a slope and two positions:
 # :func:`attention.alibi_bias` evaluates it on an index grid, and
-# :func:`attention.flex.alibi` inside FlexAttention:
+# :func:`attention.flex.alibi` adds it to the score of head ``h`` inside FlexAttention:
 #
 # .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: alibi_penalty
-#
-# .. literalinclude:: ../../../attention/flex.py
-#    :language: python
-#    :pyobject: alibi
 #
 # Tanh soft-capping squashes every score into :math:`(-c, c)` (Gemma 2 caps its
 # attention scores at :math:`c = 50`). It bounds the logits, so that no score grows
@@ -233,8 +228,11 @@ expected = capped.softmax(dim=-1) @ v  # (N, H, L, L) @ (N, H, L, D) -> (N, H, L
 error = (out - expected).abs().max().item()
 print(f"soft-cap score_mod: largest difference from the formula:      {error:.1e}")
 assert error < 1e-12
+# sphinx_gallery_start_ignore
+# the cap does change the result
 uncapped = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-assert (out - uncapped).abs().max() > 1e-3  # the cap does change the result
+assert (out - uncapped).abs().max() > 1e-3
+# sphinx_gallery_end_ignore
 
 row = torch.tensor([200.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # one key far ahead
 capped_row = 50 * torch.tanh(row / 50)  # Gemma 2's cap, c = 50
@@ -281,20 +279,23 @@ def tile_kinds(mask, block):
 
 
 print(f"{'mask':<22} tiles  empty partial full  sparsity")
-kinds = {}
+kinds, block_masks = {}, {}
 for name, (mask_mod, mask) in long_masks.items():
     block_mask = create_block_mask(mask_mod, None, None, L_long, L_long, device=device)
-    kinds[name] = tile_kinds(mask, block)
+    kinds[name], block_masks[name] = tile_kinds(mask, block), block_mask
     counts = [int((kinds[name] == kind).sum()) for kind in range(3)]
-    total = sum(counts)
-    sparsity = block_mask.sparsity()
-    row = f"{total:>5}  {counts[0]:>5} {counts[1]:>7} {counts[2]:>4}"
-    print(f"{name:<22} {row}  {sparsity:7.2f}%")
-    # The block mask found the same partial and full tiles, and skips exactly the empty
-    # ones.
+    row = f"{sum(counts):>5}  {counts[0]:>5} {counts[1]:>7} {counts[2]:>4}"
+    print(f"{name:<22} {row}  {block_mask.sparsity():7.2f}%")
+
+# sphinx_gallery_start_ignore
+# the block mask found the same partial and full tiles, and
+# skips exactly the empty ones
+for name, block_mask in block_masks.items():
+    counts = [int((kinds[name] == kind).sum()) for kind in range(3)]
     assert int(block_mask.kv_num_blocks.sum()) == counts[1]
     assert int(block_mask.full_kv_num_blocks.sum()) == counts[2]
-    assert math.isclose(sparsity, 100 * counts[0] / total)
+    assert math.isclose(block_mask.sparsity(), 100 * counts[0] / sum(counts))
+# sphinx_gallery_end_ignore
 
 # %%
 # Each percentage is the share of the work never done. The causal mask skips almost half
@@ -303,6 +304,8 @@ for name, (mask_mod, mask) in long_masks.items():
 # grow as :math:`L` while the tiles grow as :math:`L^2`. The tiles of the sliding
 # window:
 
+# sphinx_gallery_start_ignore
+# the figure's code: each tile coloured by its kind
 from matplotlib.colors import ListedColormap
 
 fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
@@ -315,7 +318,6 @@ ax.set_ylabel(f"query tile ({block} queries)")
 # the figure's title, wider than the axes, is centred over the whole figure
 _ = fig.suptitle(f"Tiles of a sliding window of 256, L = {L_long}")
 
-# sphinx_gallery_start_ignore
 band = kinds["sliding window (256)"][2:]  # the rows past the start of the sequence
 assert ((band == 2).sum(-1) == 1).all() and ((band == 1).sum(-1) == 2).all()
 # sphinx_gallery_end_ignore
@@ -446,6 +448,8 @@ for i, n in enumerate(cost_lengths):
     assert visited["causal"][i] == m * (m + 1) // 2  # quadratic in L
     assert visited["window"][i] == 3 * m - 3  # linear in L
 
+# sphinx_gallery_start_ignore
+# the figure's code: the medians against L
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
@@ -465,6 +469,7 @@ ax.set_xlabel("sequence length L")
 ax.set_ylabel("median time per call (ms)")
 ax.legend()
 _ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32)")
+# sphinx_gallery_end_ignore
 
 # %%
 # The tile counts are exact, and asserted: the causal count roughly quadruples each
@@ -485,9 +490,7 @@ _ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32
 # C++ on a CPU), with the ``mask_mod`` and ``score_mod`` written into its inner loop and
 # the block mask telling it which tiles to visit; that kernel is what FlexAttention runs
 # in practice. Building it takes a compiler and, on a CPU, longer than this page's time
-# budget, so the page does not compile it and makes no claim about its speed. What it
-# shows is the mechanism the kernel relies on: the tiles the block mask removes,
-# counted, and timed (not asserted) with one loop over both lists.
+# budget, so the page does not compile it and makes no claim about its speed.
 #
 # What to remember
 # ----------------
@@ -532,11 +535,6 @@ _ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32
 #    how many tiles are empty, partial and full, and what does ``sparsity()`` return?
 #    Derive it from the rows of the figure of the tiles, then check it with
 #    ``create_block_mask``.
-# 3. **Work done, work wasted.** Write the number of pairs a window of W keys allows as
-#    a formula in L and W (for L >= W) and check it against the ``True`` entries of
-#    :func:`attention.sliding_window_mask` for every L of the cost table. The tile loop
-#    computes every pair of every tile it visits: what share of those pairs does the
-#    mask then throw away?
 #
 # .. solution 1
 #
@@ -600,24 +598,6 @@ print(f"predicted {predicted}, found {found}")
 print(f"sparsity: {window_block_mask.sparsity():.3f}%")
 assert found == predicted
 assert math.isclose(window_block_mask.sparsity(), 100 * predicted["empty"] / n_rows**2)
-
-# %%
-# .. solution 3
-#
-# The first W queries see 1, 2, ..., W keys, and the other L - W see W each:
-# :math:`W(W+1)/2 + (L-W)W = LW - W(W-1)/2` pairs, linear in L. The loop computes
-# :math:`128^2` pairs per visited tile; past the first rows, a row of tiles computes
-# three tiles for :math:`128\,W` allowed pairs, so a third of the work is thrown away
-# for W = 256: the output below shows 33.3% at every length, from L = 1024 on.
-
-for n, tiles_visited in zip(cost_lengths, visited["window"], strict=True):
-    pairs = n * W - W * (W - 1) // 2
-    assert pairs == int(sliding_window_mask(n, W).sum())
-    computed = tiles_visited * block**2
-    wasted = 1 - pairs / computed
-    print(f"L = {n:>4}: {pairs:>7} pairs allowed, {computed:>7} computed, ", end="")
-    print(f"{wasted:.1%} thrown away")
-    assert 0.25 < wasted < 1 / 3
 
 # %%
 # Next: attention over a sequence too long for one device, split across processes, in
