@@ -330,7 +330,8 @@ import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 for kv_heads, history in ((4, mha_history), (1, mqa_history)):
-    steps, second_half = zip(*[(row["step"], row["second_half"]) for row in history])
+    steps = [row["step"] for row in history]
+    second_half = [row["second_half"] for row in history]  # each batch's mean
     ax.plot(steps, second_half, label=f"$H_{{kv}}$ = {kv_heads}")
 # sphinx_gallery_start_ignore
 ax.axhline(math.log(32), color="gray", linestyle=":", label=r"chance, $\ln V$")
