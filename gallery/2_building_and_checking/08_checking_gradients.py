@@ -160,11 +160,13 @@ checks["train, gradcheck"] = gradcheck(
 print(f"TransformerBlock(8, 2, ffn_dim=16): {n_block} parameters")
 for what, passed in checks.items():
     print(f"  {what:20s} {passed}")
+# sphinx_gallery_start_ignore
 assert checks == {
     "eval, gradcheck": True,
     "eval, gradgradcheck": True,
     "train, gradcheck": False,
 }
+# sphinx_gallery_end_ignore
 
 # %%
 # Why float64
@@ -183,7 +185,9 @@ with warnings.catch_warnings(record=True) as caught:
 print(f"gradcheck in float32: {passed32}")
 for warning in caught:
     print(f"warning: {str(warning.message).strip()}")
+# sphinx_gallery_start_ignore
 assert not passed32 and caught
+# sphinx_gallery_end_ignore
 
 # %%
 # Nothing is wrong with the backward pass; the numerical side is. With a step of
@@ -241,8 +245,6 @@ claim("float64 error at eps = 1e-6", error64, below=1e-8)
 # between :math:`x \pm \epsilon` ignores, which grows like :math:`\epsilon^2`. Sweeping
 # the step shows the two errors meet at a floor:
 
-import matplotlib.pyplot as plt
-
 steps = torch.logspace(-12, -1, 34).tolist()
 sweep = {"float32": [], "float64": []}
 for eps in steps:
@@ -254,13 +256,16 @@ best32 = steps[sweep["float32"].index(floor32)]
 best64 = steps[sweep["float64"].index(floor64)]
 print(f"float32: smallest error {floor32:.1e}, at a step of {best32:.0e}")
 print(f"float64: smallest error {floor64:.1e}, at a step of {best64:.0e}")
+# sphinx_gallery_start_ignore
 claim("float32: best step", best32, above=1e-3)
 claim("float32: smallest error", floor32, below=1e-5)
 claim("float32 / float64 smallest error", floor32 / floor64, above=1e4)
-# sphinx_gallery_start_ignore
 # x + 1e-10 == x in float32
 assert (numerical_jacobian(mha32, x32.detach(), 1e-10) == 0).all()
 # sphinx_gallery_end_ignore
+
+# sphinx_gallery_start_ignore
+import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
 for name, marker in [("float32", "o"), ("float64", "s")]:
@@ -272,6 +277,7 @@ ax.set_ylabel("largest |numerical - analytical|")
 ax.set_title("MultiHeadAttention: central differences against autograd")
 ax.legend()
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Left of each valley, rounding dominates and the error grows as the step shrinks; at
@@ -305,10 +311,12 @@ print(f"output of query 2: {out[2].tolist()}; its weights: {weights[2].tolist()}
 for name, t in [("query", qg), ("key", kg), ("value", vg)]:
     norms = [f"{g:.3f}" for g in t.grad.norm(dim=-1).tolist()]
     print(f"gradient norm of each {name:5s}: {norms}")
+# sphinx_gallery_start_ignore
 assert (out[2] == 0).all() and (weights[2] == 0).all()
 assert all(t.grad.isfinite().all() for t in (qg, kg, vg))
 assert (qg.grad[2] == 0).all() and (kg.grad[3] == 0).all() and (vg.grad[3] == 0).all()
 assert (qg.grad[:2] != 0).all() and (vg.grad[:3] != 0).all()
+# sphinx_gallery_end_ignore
 
 # %%
 # Every gradient is finite. Query 2 gets gradient 0 (its output is 0 whatever it is),
@@ -371,6 +379,7 @@ for name, (w_s, gq, gk, gv) in results.items():
     nans = ", ".join(f"{int(g.isnan().sum())}/{g.numel()}" for g in (gq, gk, gv))
     print(f"{name:17s} {row:25s} {nans:>23s} {gv[3].norm().item():13.3f}")
 
+# sphinx_gallery_start_ignore
 fill_w, fill_gq, fill_gk, fill_gv = results["masked_fill -inf"]
 add_w, add_gq, add_gk, add_gv = results["add -inf mask"]
 big_w, _, _, big_gv = results["masked_fill -1e9"]
@@ -381,6 +390,7 @@ assert add_gv.isnan().all() and add_gq[2].isnan().all() and add_gk.isnan().all()
 assert torch.allclose(big_w[2], torch.full((S,), 1 / S, **f64)) and big_gv[3].norm() > 0
 assert (ours_w[2] == 0).all() and (ours_grads[2][3] == 0).all()
 assert all(g.isfinite().all() for g in ours_grads)
+# sphinx_gallery_end_ignore
 
 # %%
 # - With ``-inf`` the empty row is :math:`e^{-\infty} / \sum e^{-\infty} = 0 / 0`: NaN
@@ -401,6 +411,7 @@ assert all(g.isfinite().all() for g in ours_grads)
 #
 # The weights of query 2, drawn:
 
+# sphinx_gallery_start_ignore
 import numpy as np
 
 shown_strategies = ["masked_fill -inf", "masked_fill -1e9", "this package"]
@@ -423,6 +434,7 @@ for ax, name in zip(axes, shown_strategies, strict=True):
 fig.colorbar(image, ax=axes, shrink=0.55, label="attention weight")
 fig.suptitle("Attention weights when query 2 may attend to nothing (key 3: nobody may)")
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # Rows 0 and 1 are the same in the three panels; only the empty row differs: NaN (grey),
@@ -456,7 +468,9 @@ grad_norms = {name: p.grad.norm().item() for name, p in block.named_parameters()
 print(f"{'parameter':26s} {'shape':10s} {'grad norm':>10s}")
 for name, p in block.named_parameters():
     print(f"{name:26s} {str(tuple(p.shape)):10s} {grad_norms[name]:10.2e}")
+# sphinx_gallery_start_ignore
 assert all(p.grad is not None and p.grad.isfinite().all() for p in block.parameters())
+# sphinx_gallery_end_ignore
 
 # %%
 # One entry stands out: ``self_attn.k_proj.bias``, many orders of magnitude below the
@@ -472,18 +486,23 @@ block64 = TransformerBlock(32, 4, ffn_dim=64, **f64).train()
 block64.load_state_dict(block.state_dict())
 torch.manual_seed(seed + 1)  # the same dropout masks as the float32 pass
 out64, _ = block64(tokens.double(), block_mask)
+# sphinx_gallery_start_ignore
 assert torch.allclose(out.double(), out64, atol=1e-4)  # same masks: the same outputs
+# sphinx_gallery_end_ignore
 F.mse_loss(out64, target.double()).backward()
 k_bias_64 = block64.self_attn.k_proj.bias.grad.norm().item()
 print(f"key-bias gradient norm: float32 {k_bias_32:.1e}, float64 {k_bias_64:.1e}")
 print(f"smallest other gradient norm (float32): {min(others):.1e}")
 print(f"largest other / smallest other: {max(others) / min(others):.0f}")
+# sphinx_gallery_start_ignore
 claim(
     "key-bias gradient / smallest other (float32)", k_bias_32 / min(others), below=1e-5
 )
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
 claim("largest / smallest other gradient", max(others) / min(others), below=1e2)
+# sphinx_gallery_end_ignore
 
+# sphinx_gallery_start_ignore
 fig, ax = plt.subplots(figsize=(7.5, 5.4), layout="constrained")
 labels = list(grad_norms)
 colours = [
@@ -496,6 +515,7 @@ ax.set_xlabel("gradient norm after one backward pass (log scale)")
 ax.set_title("TransformerBlock(32, 4): gradient norm of every parameter")
 ax.tick_params(axis="y", labelsize=9)
 plt.show()
+# sphinx_gallery_end_ignore
 
 # %%
 # The other bars lie within two orders of magnitude of one another (the largest over
@@ -542,12 +562,14 @@ for weight_decay in (0.0, 0.1):
 predicted = (1 - lr * 0.1) ** steps
 label = f"predicted: (1 - lr * weight_decay) ** {steps} ="
 print(f"{label:<55} {predicted:.6f}")
+# sphinx_gallery_start_ignore
 claim("no weight decay: |key bias ratio - 1|", abs(shrunk[0.0] - 1), below=1e-6)
 claim(
     "weight decay: |key bias ratio - predicted|",
     abs(shrunk[0.1] - predicted),
     below=1e-6,
 )
+# sphinx_gallery_end_ignore
 
 # %%
 # Without weight decay the key bias stays where it started; with it, the key bias
@@ -610,7 +632,9 @@ print(
     f"by hand: {numbers_in} in, {numbers_out} out, "
     f"{numbers_in * numbers_out} Jacobian entries"
 )
+# sphinx_gallery_start_ignore
 assert (numbers_in, numbers_out) == (n_in, n_out)
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 2
@@ -637,7 +661,9 @@ for key_bias, (out_moved, weights_moved) in moved_by.items():
         f"{'key' if key_bias else 'query'} bias moved: outputs change by "
         f"{out_moved:.1e}, weights by {weights_moved:.1e}"
     )
+# sphinx_gallery_start_ignore
 assert max(moved_by[True]) < 1e-12 and moved_by[False][1] > 1e-6
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 3
@@ -673,12 +699,14 @@ for name, block_scores in blockers.items():
     zeroed[name] = (qs.grad, ks.grad, vs.grad)
     nans = ", ".join(f"{int(g.isnan().sum())}/{g.numel()}" for g in zeroed[name])
     print(f"{name} + zeroing: NaN in grad of q, k, v: {nans}")
+# sphinx_gallery_start_ignore
 assert all(
     torch.allclose(g, ours, atol=1e-12)
     for g, ours in zip(zeroed["masked_fill -inf"], ours_grads, strict=True)
 )
 assert zeroed["add -inf mask"][0][2].isnan().all()
 assert zeroed["add -inf mask"][1].isnan().all()
+# sphinx_gallery_end_ignore
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_2_building_and_checking_09_testing_against_pytorch.py`

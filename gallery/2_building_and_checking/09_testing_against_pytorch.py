@@ -47,7 +47,9 @@ print(
     "largest |bias| of a fresh nn.MultiheadAttention: "
     f"{fresh.in_proj_bias.abs().max().item()}"
 )
+# sphinx_gallery_start_ignore
 assert (fresh.in_proj_bias == 0).all() and (fresh.out_proj.bias == 0).all()
+# sphinx_gallery_end_ignore
 
 # %%
 # So before any comparison every parameter gets random values, as training would give
@@ -83,28 +85,30 @@ from attention import MultiHeadAttention
 N, L = 2, 5
 x = torch.randn(N, L, E, device=device)  # (N, L, E)
 
-weights_only = MultiHeadAttention(E, H, device=device).eval()
-with torch.no_grad():
-    w_q, w_k, w_v = theirs.in_proj_weight.chunk(3)  # 3 x (E, E)
-    weights_only.q_proj.weight.copy_(w_q)
-    weights_only.k_proj.weight.copy_(w_k)
-    weights_only.v_proj.weight.copy_(w_v)
-    weights_only.out_proj.weight.copy_(theirs.out_proj.weight)
+
+def copy_weights(ours, torch_mha):
+    """Copy the four projection weights of ``torch_mha`` into ``ours``, nothing else."""
+    projections = (ours.q_proj, ours.k_proj, ours.v_proj)
+    with torch.no_grad():
+        # in_proj_weight (3E, E) -> 3 x (E, E)
+        for proj, w in zip(projections, torch_mha.in_proj_weight.chunk(3), strict=True):
+            proj.weight.copy_(w)
+        ours.out_proj.weight.copy_(torch_mha.out_proj.weight)
+    return ours
+
+
+weights_only = copy_weights(MultiHeadAttention(E, H, device=device).eval(), theirs)
 
 
 def compare(ours, theirs, x):
-    """
-    Largest |difference| of the outputs and of the per-head weights, self-attention on
-    x.
-    """
+    """Largest |difference| of outputs and per-head weights, self-attention on x."""
     with torch.no_grad():
         out, weights = ours(x)  # (N, L, E), (N, H, L, L)
         ref_out, ref_weights = theirs(
             x, x, x, need_weights=True, average_attn_weights=False
         )
-    return (out - ref_out).abs().max().item(), (
-        weights - ref_weights
-    ).abs().max().item()
+    diffs = (out - ref_out, weights - ref_weights)
+    return tuple(diff.abs().max().item() for diff in diffs)
 
 
 out_diff, weights_diff = compare(weights_only, theirs, x)
@@ -112,8 +116,10 @@ print(
     f"weights only: output differs by up to {out_diff:.3f}, weights by up to "
     f"{weights_diff:.3f}"
 )
+# sphinx_gallery_start_ignore
 claim("weights-only copy: output difference", out_diff, above=0.1)
 claim("weights-only copy: weights difference", weights_diff, above=0.01)
+# sphinx_gallery_end_ignore
 
 # %%
 # The outputs differ by the amount printed above, far beyond rounding. Copying the
@@ -134,10 +140,11 @@ for name, (ours_bias, their_bias) in missing.items():
         ours_bias.copy_(their_bias)
     progress[name] = compare(weights_only, theirs, x)
     print(f"{name:20s} {progress[name][0]:12.1e} {progress[name][1]:13.1e}")
-
+# sphinx_gallery_start_ignore
 assert progress["q_proj.bias"][1] < 1e-6  # the weights match once the query bias is in
 assert abs(progress["k_proj.bias"][0] - progress["q_proj.bias"][0]) < 1e-5  # no effect
 assert max(progress["out_proj.bias"]) < 1e-5
+# sphinx_gallery_end_ignore
 
 # %%
 # Once the query bias is in, the weights agree; the key bias changes nothing beyond
@@ -161,6 +168,7 @@ assert max(progress["out_proj.bias"]) < 1e-5
 
 ours = MultiHeadAttention.from_torch(theirs)
 ours_params = dict(ours.named_parameters())
+w_q, w_k, w_v = theirs.in_proj_weight.chunk(3)  # 3 x (E, E)
 packed = {
     "q_proj.weight": w_q,
     "k_proj.weight": w_k,
@@ -173,7 +181,9 @@ packed = {
 }
 equal = [name for name, p in packed.items() if torch.equal(ours_params[name], p)]
 print(f"parameters equal to PyTorch's: {len(equal)} of {len(ours_params)}")
+# sphinx_gallery_start_ignore
 assert len(equal) == len(ours_params) == 8
+# sphinx_gallery_end_ignore
 
 # %%
 # Now the outputs, in float32 and in float64, with a mask. The test uses cross-attention
@@ -194,7 +204,9 @@ torch_masks = {
     "attn_mask": to_torch_attn_mask(causal),  # (L, S), True = blocked
     "key_padding_mask": to_torch_key_padding_mask(padding),  # (N, S), True = padding
 }
+# sphinx_gallery_start_ignore
 assert mask.any(-1).all()  # every query may attend to at least one key
+# sphinx_gallery_end_ignore
 
 table = {}
 for dtype in (torch.float32, torch.float64):
@@ -267,7 +279,9 @@ with torch.no_grad():
     )
 print(f"empty row, ours:  {weights[0, 0, 0].tolist()}")
 print(f"empty row, torch: {ref_weights[0, 0, 0].tolist()}")
+# sphinx_gallery_start_ignore
 assert (weights[0, :, 0] == 0).all() and ref_weights[0, :, 0].isnan().all()
+# sphinx_gallery_end_ignore
 
 # %%
 # The Transformer block
@@ -286,14 +300,8 @@ from attention import TransformerBlock
 self_mask = causal_mask(L, device=device)  # (L, L)
 for dtype in (torch.float32, torch.float64):
     for norm_first in (False, True):
-        layer = nn.TransformerEncoderLayer(
-            E,
-            H,
-            dim_feedforward=32,
-            batch_first=True,
-            norm_first=norm_first,
-            dtype=dtype,
-        )
+        options = {"batch_first": True, "norm_first": norm_first, "dtype": dtype}
+        layer = nn.TransformerEncoderLayer(E, H, dim_feedforward=32, **options)
         layer = randomize_(layer).to(device).eval()
         block = TransformerBlock.from_torch(layer)
         tokens = torch.randn(N, L, E, dtype=dtype, device=device)  # (N, L, E)
@@ -370,6 +378,7 @@ for (module, what, dtype), diff in table.items():
 # larger than 1 the same count stands for fewer units of rounding. A real mistake, like
 # the forgotten biases above, would be millions of epsilons.
 
+# sphinx_gallery_start_ignore
 import matplotlib.pyplot as plt
 
 rows = list(dict.fromkeys((module, what) for module, what, _ in table))
@@ -390,6 +399,7 @@ ax.set_xlabel("largest |ours - PyTorch|, in units of the dtype's machine epsilon
 ax.set_title("This package against PyTorch: same weights, same inputs")
 ax.legend()
 plt.show()
+# sphinx_gallery_end_ignore
 
 largest_ulps = max(
     diff / torch.finfo(dtype).eps for (_, _, dtype), diff in table.items()
@@ -512,7 +522,9 @@ with_empty = sum(1 for case in cases if case[-1] > 0)
 print(
     f"  {with_empty} of them with at least one empty row (query and head with no key)"
 )
+# sphinx_gallery_start_ignore
 assert len(cases) == 30 and with_empty > 0
+# sphinx_gallery_end_ignore
 
 # %%
 # The same property catches the weights-only copy from the top of the page. When a case
@@ -524,13 +536,7 @@ def copy_weights_only(torch_mha):
     ours = MultiHeadAttention(
         torch_mha.embed_dim, torch_mha.num_heads, dtype=torch.float64
     )
-    ours = ours.to(device)
-    with torch.no_grad():
-        projections = (ours.q_proj, ours.k_proj, ours.v_proj)
-        for proj, w in zip(projections, torch_mha.in_proj_weight.chunk(3), strict=True):
-            proj.weight.copy_(w)
-        ours.out_proj.weight.copy_(torch_mha.out_proj.weight)
-    return ours
+    return copy_weights(ours.to(device), torch_mha)
 
 
 cases.clear()
@@ -545,8 +551,8 @@ print(
     f"cases tried, shrinking included: {len(cases)}; the last one: N, L, S, H, E = "
     f"{smallest[:5]}"
 )
-assert smallest[:5] == (1, 1, 1, 1, 1)
 # sphinx_gallery_start_ignore
+assert smallest[:5] == (1, 1, 1, 1, 1)
 set_hypothesis_home_dir(None)
 hypothesis_home.cleanup()
 # sphinx_gallery_end_ignore
@@ -607,17 +613,6 @@ hypothesis_home.cleanup()
 # comparison passes although the port has lost every bias. Against ``theirs``, whose
 # biases are random, it fails by far.
 
-
-def copy_weights(ours, torch_mha):
-    """Copy the four projection weights of ``torch_mha`` into ``ours``, nothing else."""
-    projections = (ours.q_proj, ours.k_proj, ours.v_proj)
-    with torch.no_grad():
-        for proj, w in zip(projections, torch_mha.in_proj_weight.chunk(3), strict=True):
-            proj.weight.copy_(w)
-        ours.out_proj.weight.copy_(torch_mha.out_proj.weight)
-    return ours
-
-
 no_bias = MultiHeadAttention(E, H, bias=False, device=device).eval()
 against_fresh = compare(copy_weights(no_bias, fresh.eval()), fresh, x)
 against_random = compare(copy_weights(no_bias, theirs), theirs, x)
@@ -629,7 +624,9 @@ for against, (out_gap, weights_gap) in [
         f"bias-less port against {against + ':':7s} outputs differ by {out_gap:.1e}, "
         f"weights by {weights_gap:.1e}"
     )
+# sphinx_gallery_start_ignore
 assert max(against_fresh) < 1e-5 and against_random[0] > 1e-2
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 2
@@ -647,9 +644,11 @@ for i in range(L):
     row = flipped[0, 0, i]
     keys = "NaN" if row.isnan().all() else (row > 0).nonzero().flatten().tolist()
     print(f"query {i} reads keys {keys}")
+# sphinx_gallery_start_ignore
 assert (flipped[..., : L - 1, :][..., allowed[: L - 1]] == 0).all()
 assert (flipped[..., : L - 1, :][..., ~allowed[: L - 1]] > 0).all()
 assert flipped[..., L - 1, :].isnan().all()
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 3
@@ -688,7 +687,9 @@ out_gap, weights_gap = compare(ours, back, x)
 print(
     f"ours against back: outputs differ by {out_gap:.1e}, weights by {weights_gap:.1e}"
 )
+# sphinx_gallery_start_ignore
 assert same == names
+# sphinx_gallery_end_ignore
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_3_training_and_reading_10_classifier.py` trains a small
