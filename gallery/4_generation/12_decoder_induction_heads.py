@@ -169,7 +169,8 @@ first_half, second_half = losses[: T - 1].mean().item(), losses[T:].mean().item(
 copies = second_half < 0.5  # this run's model has learned to copy
 print(
     f"held-out loss, first half {first_half:.3f}, second half {second_half:.4f}: "
-    f"{'copies' if copies else 'does not copy yet'} (second half below 0.5 or not)"
+    f"{'below' if copies else 'not below'} 0.5, the model "
+    f"{'copies' if copies else 'does not copy yet'}"
 )
 claim("held-out second-half loss, below chance", second_half, below=chance)
 # sphinx_gallery_start_ignore
