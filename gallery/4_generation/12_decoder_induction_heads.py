@@ -206,17 +206,23 @@ train_data = make_repeated_sequences(
 peeking_history = train_lm(peeking, train_data, steps=150, lr=3e-3, seed=seed)
 peeking = peeking.eval().to(device)
 peeking_loss = next_token_losses(peeking, held_out).mean().item()
-print(f"held-out loss without the mask: {peeking_loss:.4f}, both halves")
-# sphinx_gallery_start_ignore
-claim("loss of the model without a mask", peeking_loss, below=0.2)
-# sphinx_gallery_end_ignore
+least = floor * (T - 1) / (2 * T - 1)  # the first half at its floor, the rest at 0
+print(
+    f"held-out loss without the mask: {peeking_loss:.4f}, both halves "
+    f"(a model that cannot peek: at least {least:.2f})"
+)
+claim(
+    "loss without a mask, below what a model that cannot peek reaches",
+    peeking_loss,
+    below=least,
+)
 
 # %%
-# A loss near 0 on *both* halves, even on the first, which cannot be predicted: the
-# model reads the answer, the next token, from its input. Its real skill shows when the
-# future is not there to read, as in generation, where each prediction sees only the
-# prefix. Its loss on the first half, one prefix at a time, against the floor no model
-# can beat:
+# A loss far below what any model that cannot peek can reach, so low on the first half
+# too, which cannot be predicted: the model reads the answer, the next token, from its
+# input. Its real skill shows when the future is not there to read, as in generation,
+# where each prediction sees only the prefix. Its loss on the first half, one prefix at
+# a time, against the floor no model can beat:
 
 import torch.nn.functional as F
 
