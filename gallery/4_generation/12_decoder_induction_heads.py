@@ -504,7 +504,6 @@ print(
 )
 # sphinx_gallery_start_ignore
 if copies:
-    claim("least loss with one layer-1 head mean-ablated", min(layer1), above=0.2)
     claim(
         "least loss with one layer-1 head mean-ablated, over all heads on",
         min(layer1) / second_half,
