@@ -83,6 +83,7 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 # .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
 #    :pyobject: CausalSelfAttention.mask
+#    :lines: 1,23-
 #
 # Feeding the true tokens as the input at every position, rather than the model's own
 # guesses, is *teacher forcing*. The mask makes it exact: the logits at position
@@ -101,7 +102,9 @@ with torch.no_grad():
         for t in range(2 * T)
     )
 print(f"largest difference, one pass vs one pass per prefix: {gap:.1e}")
+# sphinx_gallery_start_ignore
 assert gap < 1e-5
+# sphinx_gallery_end_ignore
 
 # %%
 # Training
@@ -137,28 +140,42 @@ steps = [row["step"] for row in history]
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 ax.plot(steps, [row["first_half"] for row in history], color="C0", label="first half")
 ax.plot(steps, [row["second_half"] for row in history], color="C1", label="second half")
+# sphinx_gallery_start_ignore
 ax.axhline(chance, color="gray", linestyle=":", label=r"chance, $\ln V$")
 ax.set_xlabel("training step")
 ax.set_ylabel("cross-entropy of the next token")
 ax.set_ylim(bottom=0)
 ax.legend(loc="center right")
 ax.set_title("Loss of each half of the sequences during training")
+# sphinx_gallery_end_ignore
 plt.show()
 
 # %%
 # For a while both halves sit at chance. Then the second half's loss falls (the
-# printed history says when): the model has learned to copy. The first half's cannot
-# go below the floor that random tokens allow (both printed below). On the held-out
-# sequences:
+# printed history says when and how far): the model learns to copy. The first half's
+# cannot go below the floor that random tokens allow (both printed below). When the fall
+# starts changes with the run, and 400 steps do not always see it through: the held-out
+# second-half loss ended below 0.5 in all 30 runs that tuned this page (seeds 0-9 on
+# three CPU kernels) and in 16 of 20 runs on seeds never used to tune it. So the page
+# says whether this run's model *copies* (that loss below 0.5) and checks the claims
+# below about the copy and its heads in the runs whose model copies; in every run, it
+# checks that the loss ends below chance. On the held-out sequences:
 
 model = model.to(device)
 held_out = held_out.to(device)
 losses = next_token_losses(model, held_out)  # (2T - 1,): targets 1 .. 2T - 1
 # targets 1 .. T - 1, and T + 1 .. 2T - 1 (target T, the repeat's first, is a guess)
 first_half, second_half = losses[: T - 1].mean().item(), losses[T:].mean().item()
-print(f"held-out loss, first half {first_half:.3f}, second half {second_half:.4f}")
+copies = second_half < 0.5  # this run's model has learned to copy
+print(
+    f"held-out loss, first half {first_half:.3f}, second half {second_half:.4f}: "
+    f"{'below' if copies else 'not below'} 0.5, the model "
+    f"{'copies' if copies else 'does not copy yet'}"
+)
+claim("held-out second-half loss, below chance", second_half, below=chance)
+# sphinx_gallery_start_ignore
 claim("held-out first-half loss (entropy floor)", first_half, above=floor)
-claim("held-out second-half loss", second_half, below=0.5)
+# sphinx_gallery_end_ignore
 
 # %%
 # A model that peeks
@@ -189,15 +206,23 @@ train_data = make_repeated_sequences(
 peeking_history = train_lm(peeking, train_data, steps=150, lr=3e-3, seed=seed)
 peeking = peeking.eval().to(device)
 peeking_loss = next_token_losses(peeking, held_out).mean().item()
-print(f"held-out loss without the mask: {peeking_loss:.4f}, both halves")
-claim("loss of the model without a mask", peeking_loss, below=0.2)
+least = floor * (T - 1) / (2 * T - 1)  # the first half at its floor, the rest at 0
+print(
+    f"held-out loss without the mask: {peeking_loss:.4f}, both halves "
+    f"(a model that cannot peek: at least {least:.2f})"
+)
+claim(
+    "loss without a mask, below what a model that cannot peek reaches",
+    peeking_loss,
+    below=least,
+)
 
 # %%
-# A loss near 0 on *both* halves, even on the first, which cannot be predicted: the
-# model reads the answer, the next token, from its input. Its real skill shows when the
-# future is not there to read, as in generation, where each prediction sees only the
-# prefix. Its loss on the first half, one prefix at a time, against the floor no model
-# can beat:
+# A loss far below what any model that cannot peek can reach, so low on the first half
+# too, which cannot be predicted: the model reads the answer, the next token, from its
+# input. Its real skill shows when the future is not there to read, as in generation,
+# where each prediction sees only the prefix. Its loss on the first half, one prefix at
+# a time, against the floor no model can beat:
 
 import torch.nn.functional as F
 
@@ -216,7 +241,9 @@ print(
     f"first-half loss without the mask: {peeking_real:.2f} from prefixes "
     f"(floor {floor:.2f}, chance {chance:.2f})"
 )
+# sphinx_gallery_start_ignore
 claim("first-half prefix loss of the model without a mask", peeking_real, above=chance)
+# sphinx_gallery_end_ignore
 
 # %%
 # Above chance: worse than a uniform guess. And generating: give each model the first
@@ -233,12 +260,14 @@ print(
     f"without {cheat_acc:.1%}; wrong without the mask: {1 - cheat_acc:.1%} "
     f"(a uniform guess: {1 - 1 / V:.1%} wrong)"
 )
-claim("generation accuracy with the mask", honest_acc, above=0.5)
 claim("generation accuracy without the mask", cheat_acc, below=0.15)
+if copies:  # checked in the runs whose model copies
+    claim("generation accuracy with the mask", honest_acc, above=0.5)
 
 # %%
-# The masked model gets most of the repeat right (each step reads the tokens generated
-# before it, so one wrong token can throw later ones off). The one that peeked, despite
+# The masked model gets most of the repeat right in this run (the printed share; each
+# step reads the tokens generated before it, so one wrong token can throw later ones
+# off). The one that peeked, despite
 # its near-zero loss under teacher forcing, gets nearly all of it wrong, not much less
 # than a uniform guess would: what it learned was to read ahead, and generation gives
 # it nothing ahead to read.
@@ -270,7 +299,6 @@ same = held_out[:, :, None] == held_out[:, None, :]  # (N, L, L): query i, key j
 earlier = same & (positions[None, :] < positions[:, None])  # key j < query i
 last_earlier = torch.where(earlier, positions, -1).amax(-1)  # (N, L); -1: none
 queries = positions[T:]  # the second half: every token has occurred before
-assert (last_earlier[:, queries] >= 0).all()
 after = last_earlier[:, queries] + 1  # (N, T): the key after the earlier occurrence
 
 with torch.no_grad():
@@ -296,8 +324,12 @@ print(
     f"layer 2 heads with an induction score above 0.25: {copying}; best previous-token "
     f"score in layer 1: {previous.max():.2f}"
 )
-claim("best induction score in layer 2", induction.max().item(), above=0.2)
+if copies:
+    claim("best induction score in layer 2", induction.max().item(), above=0.2)
+# sphinx_gallery_start_ignore
+assert (last_earlier[:, queries] >= 0).all()
 claim("best previous-token score in layer 1", previous.max().item(), below=0.8)
+# sphinx_gallery_end_ignore
 
 # %%
 # In layer 2, the heads whose induction score stands far above the uniform baseline
@@ -314,6 +346,7 @@ by_distance = torch.stack(
 )  # (H, back)
 uniform_late = (1 / (late + 1)).mean().item()  # a uniform head, at any distance
 H = by_distance.shape[0]
+# sphinx_gallery_start_ignore
 colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]  # colour-blind safe (Okabe-Ito)
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 width = 0.8 / H
@@ -332,6 +365,7 @@ ax.set_xlabel("distance back from the query (0: the query's own position)")
 ax.set_ylabel("mean attention weight")
 ax.legend(loc="upper right")
 ax.set_title("Layer 1: where each head looks, by distance back")
+# sphinx_gallery_end_ignore
 plt.show()
 
 near = by_distance[:, :3].sum(dim=1)  # (H,): weight on distances 0, 1 and 2
@@ -340,18 +374,21 @@ print(
     + ", ".join(f"{w:.2f}" for w in near.tolist())
     + f" (a uniform head: {3 * uniform_late:.2f})"
 )
-claim(
-    "least weight of a layer-1 head on distances 0 to 2, over a uniform head's",
-    near.min() / (3 * uniform_late),
-    above=1.2,
-)
+# sphinx_gallery_start_ignore
+if copies:
+    claim(
+        "least weight of a layer-1 head on distances 0 to 2, over a uniform head's",
+        near.min() / (3 * uniform_late),
+        above=1.2,
+    )
+# sphinx_gallery_end_ignore
 
 # %%
 # Every head of layer 1 puts more weight on the query's own position and the two before
-# it than a head spread evenly would (how much more: the printed shares), each in its
-# own proportions (the bars). Together they write into every position a mix of its own
-# token and the ones just before, which includes what the textbook's previous-token head
-# provides.
+# it than a head spread evenly would (how much more: the printed shares; checked in
+# every run whose model copies), each in its own proportions (the bars). Together they
+# write into every position a mix of its own token and the ones just before, which
+# includes what the textbook's previous-token head provides.
 #
 # The induction head with the highest score, drawn on one held-out sequence with its
 # tokens on the axes. In the second half (the lower rows), the weight leans
@@ -395,6 +432,7 @@ plt.show()
 # .. literalinclude:: ../../../attention/ablation.py
 #    :language: python
 #    :pyobject: head_ablated
+#    :lines: 1-2,33,38-
 
 from attention.ablation import head_ablated, mean_head_outputs
 
@@ -412,45 +450,49 @@ for layer, block in enumerate(model.blocks, 1):
             f"{ablated['zero'][layer, head]:.3f} zeroed, "
             f"{ablated['mean'][layer, head]:.3f} mean-ablated"
         )
+# sphinx_gallery_start_ignore
 # the hooks are gone
 assert next_token_losses(model, held_out)[T:].mean().item() == second_half
+# sphinx_gallery_end_ignore
 
 # %%
 
 import numpy as np
 
-names = [f"L{layer}\nh{head}" for layer, head in ablated["zero"]]
-x = np.arange(len(names))
+x = np.arange(len(ablated["zero"]))  # one pair of bars per (layer, head)
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
 ax.bar(x - 0.2, list(ablated["zero"].values()), width=0.4, color="C0", label="zeroed")
 ax.bar(x + 0.2, list(ablated["mean"].values()), width=0.4, color="C1", label="mean")
+# sphinx_gallery_start_ignore
 ax.axhline(chance, color="gray", linestyle=":", label=r"chance, $\ln V$")
 ax.axhline(second_half, color="black", linestyle="--", label="all heads on")
-ax.set_xticks(x, names)
+ax.set_xticks(x, [f"L{layer}\nh{head}" for layer, head in ablated["zero"]])
 ax.set_xlabel("head switched off (L: layer, h: head)")
 ax.set_ylabel("held-out second-half loss")
 ax.legend(loc="upper left")
 ax.set_title("Second-half loss with one head switched off, two ways")
+# sphinx_gallery_end_ignore
 plt.show()
 
 # %%
-# Where zeroing a head breaks the copy, mean-ablating it breaks it too, most of the
-# way: what the model loses is what the head reads from the input, not its average
-# output. For the heads whose zeroing raises the loss above 0.5, the share of that loss
-# that mean-ablation keeps:
+# For the heads whose zeroing raises the loss above 0.5, the share of that loss that
+# mean-ablation keeps. Where it is large, mean-ablating the head breaks the copy too:
+# what the model loses is what the head reads from the input, not its average output.
+# It was above 0.5 in all 30 tuning runs and in 15 of the 16 held-out runs whose model
+# copies; in the other, 0.27, one head mattered mostly through its average, which only
+# the control can tell. In this run:
 
 needed = [key for key, loss in ablated["zero"].items() if loss > 0.5]
-kept = min(ablated["mean"][key] / ablated["zero"][key] for key in needed)
+kept = min((ablated["mean"][key] / ablated["zero"][key] for key in needed), default=1)
 print(
     f"{len(needed)} heads raise the loss above 0.5 when zeroed; mean-ablated, each "
     f"keeps at least {kept:.0%} of that loss"
 )
-claim("least share of the zeroed loss kept by mean-ablation", kept, above=0.5)
 
 # %%
-# And every head of layer 1 is needed: mean-ablating any one of them at least doubles
-# the second-half loss, whatever the head's previous-token score, also for the head
-# that looks most at the query's own position:
+# And every head of layer 1 is needed: in every run whose model copies, mean-ablating
+# any one of them at least doubles the second-half loss, whatever the head's
+# previous-token score, also for the head that looks most at the query's own position:
 
 layer1 = [ablated["mean"][1, head] for head in range(H)]
 own = int(by_distance[:, 0].argmax())  # the layer-1 head that looks most at itself
@@ -460,18 +502,25 @@ print(
     + f" (all heads on {second_half:.3f}); head {own} puts "
     f"{by_distance[own, 0]:.2f} of its weight on the query's own position"
 )
-claim("least loss with one layer-1 head mean-ablated", min(layer1), above=0.2)
-claim(
-    "least loss with one layer-1 head mean-ablated, over all heads on",
-    min(layer1) / second_half,
-    above=2,
-)
+# sphinx_gallery_start_ignore
+if copies:
+    claim(
+        "least loss with one layer-1 head mean-ablated, over all heads on",
+        min(layer1) / second_half,
+        above=2,
+    )
+# sphinx_gallery_end_ignore
 without_induction = ablated["mean"][2, induction_head]
 print(
     f"without the best induction head (layer 2, head {induction_head}), mean-ablated: "
     f"{without_induction:.2f}"
 )
-claim("second-half loss without the best induction head", without_induction, above=0.3)
+# sphinx_gallery_start_ignore
+if copies:
+    claim(
+        "second-half loss without the best induction head", without_induction, above=0.3
+    )
+# sphinx_gallery_end_ignore
 
 # %%
 # So the copy runs through a circuit spread over heads: all four heads of layer 1, each
@@ -486,7 +535,8 @@ claim("second-half loss without the best induction head", without_induction, abo
 #   reads the answer: near-zero loss under teacher forcing, and generation that gets
 #   nearly all of the repeat wrong.
 # - On random tokens that repeat at a distance only the tokens reveal, a two-layer
-#   decoder learns to copy within a few hundred steps: layer 1 mixes into each position
+#   decoder learns to copy within a few hundred steps in most runs (in 400 steps: all 30
+#   tuning runs and 16 of 20 held-out runs): layer 1 mixes into each position
 #   the tokens just before it, layer 2 finds the earlier occurrence and copies what
 #   followed. Here the first role is spread over all the heads of layer 1.
 # - Pick heads by the score that defines them, check whether the model needs them by
@@ -548,8 +598,9 @@ assert earlier_change < 1e-5
 # %%
 # .. solution 3
 #
-# Partly: the loss at every shorter period is far below chance, so the copy carries
-# over, but on average more than twice the loss at the periods of training.
+# Partly: in every run whose model copies, the loss at every shorter period is far
+# below chance, so the copy carries over, but on average more than twice the loss at
+# the periods of training.
 
 from attention.training import token_losses
 
@@ -566,16 +617,21 @@ print(
     "second-half loss by period: "
     + ", ".join(f"{d}: {loss:.2f}" for d, loss in by_period.items())
 )
+# sphinx_gallery_start_ignore
 unseen = [by_period[d] for d in range(2, MIN_PERIOD)]
 trained = [by_period[d] for d in range(MIN_PERIOD, T + 1)]
-claim(
-    "worst second-half loss at a period never trained on", max(unseen), below=chance / 2
-)
-claim(
-    "mean loss at the unseen periods over the trained ones",
-    (sum(unseen) / len(unseen)) / (sum(trained) / len(trained)),
-    above=2,
-)
+if copies:
+    claim(
+        "worst second-half loss at a period never trained on",
+        max(unseen),
+        below=chance / 2,
+    )
+    claim(
+        "mean loss at the unseen periods over the trained ones",
+        (sum(unseen) / len(unseen)) / (sum(trained) / len(trained)),
+        above=2,
+    )
+# sphinx_gallery_end_ignore
 
 # %%
 # .. solution 4
@@ -598,9 +654,11 @@ print(
     f"in layer 2 {offset_back.max():.2f}; best previous-token score in layer 1 "
     f"{fixed_previous.max():.2f}"
 )
+# sphinx_gallery_start_ignore
 claim("fixed period: second-half loss", fixed_loss, below=0.3)
 claim("fixed period: best weight T - 1 back in layer 2", offset_back.max(), above=0.5)
 claim("fixed period: best previous-token score", fixed_previous.max(), below=0.25)
+# sphinx_gallery_end_ignore
 
 # %%
 # Next: :ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`, generating with a
