@@ -272,12 +272,45 @@ def read_literalinclude(path: str | Path, options: Mapping[str, str], config) ->
 
     converted = {}
     for name, value in options.items():
+        if name == NO_DOCSTRING:
+            continue
         convert = LiteralInclude.option_spec.get(name)
         if convert is None:
             raise ValueError(f"literalinclude has no option {name!r}")
         converted[name] = convert(value if value else None)
     text, _ = LiteralIncludeReader(str(path), converted, config).read()
-    return text
+    return without_docstring(text) if NO_DOCSTRING in options else text
+
+
+#: The option of ``literalinclude`` (attention_tutorials.ExcerptInclude) that shows a function
+#: or class without its docstring: the code from its signature on, whose docstring the API
+#: page shows.
+NO_DOCSTRING = "no-docstring"
+
+
+def without_docstring(code: str) -> str:
+    r"""``code``, one function or class, without its docstring's lines.
+
+    >>> print(without_docstring('def f(x):\n    "Twice x."\n    return 2 * x\n'), end="")
+    def f(x):
+        return 2 * x
+    """
+    import ast
+
+    tree = ast.parse(textwrap.dedent(code))
+    if not tree.body or not isinstance(
+        tree.body[0], ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    ):
+        raise ValueError("no-docstring: the excerpt is not one function or class")
+    body = tree.body[0].body
+    if not (
+        isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        raise ValueError("no-docstring: the excerpt has no docstring")
+    lines = code.splitlines(keepends=True)
+    return "".join(lines[: body[0].lineno - 1] + lines[body[0].end_lineno :])
 
 
 def _fence(code: str, language: str = "") -> str:

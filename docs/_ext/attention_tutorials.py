@@ -5,7 +5,8 @@ Loaded by ``conf.py`` as a Sphinx extension.
   a caption naming the file and the object it shows (:func:`excerpt_caption`), linked to the
   object's place in the highlighted source (viewcode's ``_modules/`` pages) and, where it has
   one, to its API page; a page writes no caption of its own. An excerpt with a caption of its own
-  keeps it.
+  keeps it. The option ``:no-docstring:`` shows a function or class from its signature on,
+  without its docstring (the API page shows that).
 - A code cell whose lines are all hidden (``sphinx_gallery_start_ignore`` ... ``end_ignore``,
   the build's own checks) leaves no empty code box (:func:`drop_empty_code_blocks`).
 - furo's "view this page" button of a tutorial opens the page's script (its ``.py`` download,
@@ -29,7 +30,9 @@ import posixpath
 import re
 from pathlib import Path
 
+from attention_downloads import NO_DOCSTRING, without_docstring
 from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx.directives.code import LiteralInclude
 
 #: The folders of the checkout whose code the pages show.
@@ -58,8 +61,16 @@ def excerpt_caption(relpath: str, options: dict) -> tuple[str, str | None]:
 class ExcerptInclude(LiteralInclude):
     """``literalinclude``, with a caption for an excerpt of the project's code."""
 
+    option_spec = {**LiteralInclude.option_spec, NO_DOCSTRING: directives.flag}
+
     def run(self):
+        no_docstring = self.options.pop(NO_DOCSTRING, False) is not False
         result = super().run()
+        if no_docstring:
+            for block in (n for node in result for n in node.findall(nodes.literal_block)):
+                text = without_docstring(block.astext())
+                block.rawsource = text
+                block.children = [nodes.Text(text)]
         if "caption" in self.options or not result:
             return result
         _, path = self.env.relfn2path(self.arguments[0])

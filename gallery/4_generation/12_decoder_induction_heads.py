@@ -83,7 +83,7 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 # .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
 #    :pyobject: CausalSelfAttention.mask
-#    :lines: 1,23-
+#    :no-docstring:
 #
 # Feeding the true tokens as the input at every position, rather than the model's own
 # guesses, is *teacher forcing*. The mask makes it exact: the logits at position
@@ -432,7 +432,7 @@ plt.show()
 # .. literalinclude:: ../../../attention/ablation.py
 #    :language: python
 #    :pyobject: head_ablated
-#    :lines: 1-2,33,38-
+#    :no-docstring:
 
 from attention.ablation import head_ablated, mean_head_outputs
 

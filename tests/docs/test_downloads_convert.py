@@ -573,3 +573,12 @@ def test_every_cell_of_every_notebook_is_python_on_its_own(script):
             compile(textwrap.dedent(content), f"{script}, cell {i} ({label})", "exec")
         except SyntaxError as error:
             pytest.fail(f"{script}: a notebook cell is not Python on its own: {error}")
+
+
+def test_an_excerpt_without_its_docstring_starts_at_the_signature_and_keeps_the_code(module):
+    whole = dl.read_literalinclude(module, {"pyobject": "Box.grow"}, CONFIG)
+    shown = dl.read_literalinclude(module, {"pyobject": "Box.grow", "no-docstring": ""}, CONFIG)
+    assert '"""' in whole and '"""' not in shown
+    assert shown.splitlines()[0] == whole.splitlines()[0]  # the signature
+    assert shown.splitlines()[-1] == whole.splitlines()[-1]  # the code, to its end
+    assert len(shown.splitlines()) < len(whole.splitlines())
