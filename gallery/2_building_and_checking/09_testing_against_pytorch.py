@@ -165,6 +165,7 @@ assert max(progress["out_proj.bias"]) < 1e-5
 # .. literalinclude:: ../../../attention/multi_head.py
 #    :language: python
 #    :pyobject: MultiHeadAttention.from_torch
+#    :no-docstring:
 
 ours = MultiHeadAttention.from_torch(theirs)
 ours_params = dict(ours.named_parameters())

@@ -123,6 +123,7 @@ assert agree == len(check_labels)
 # .. literalinclude:: ../../../attention/recipes.py
 #    :language: python
 #    :pyobject: fit_sentiment_classifier
+#    :no-docstring:
 #
 # :func:`attention.training.train_classifier` cuts the training sentences into shuffled
 # batches of 64, one pass over them per epoch, and measures the held-out accuracy after
@@ -134,6 +135,7 @@ assert agree == len(check_labels)
 # .. literalinclude:: ../../../attention/training.py
 #    :language: python
 #    :pyobject: train
+#    :no-docstring:
 #
 # The recipe trains on the CPU, on one thread, so that the model does not depend on the
 # machine's number of cores: threads split the sums inside each operation differently,

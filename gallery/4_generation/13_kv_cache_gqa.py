@@ -49,6 +49,7 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
 #    :pyobject: CausalSelfAttention.forward
+#    :no-docstring:
 #
 # :meth:`attention.KVCache.update` writes them into memory allocated once for
 # ``max_len`` positions (:meth:`attention.DecodingState.write`).
@@ -254,6 +255,7 @@ for kv_heads in (32, 8, 1):
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: scaled_dot_product_attention
+#    :no-docstring:
 #
 # The result equals attention with each key/value head copied :math:`G` times, and
 # PyTorch's own ``enable_gqa=True``:

@@ -309,6 +309,7 @@ assert torch.equal(with_cache, without_cache)
 # .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: alibi_penalty
+#    :no-docstring:
 #
 # The last query of a sequence of 33 tokens sees keys 0 to 32 positions back; the bias
 # each head adds to those scores, against the distance:

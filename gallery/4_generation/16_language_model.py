@@ -41,6 +41,7 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # .. literalinclude:: ../../../attention/text.py
 #    :language: python
 #    :pyobject: python_docs
+#    :no-docstring:
 #
 # The text is the same on every machine with the same Python release. Another release
 # documents a slightly different language in a slightly different text, so **every
@@ -181,6 +182,7 @@ print(f"{count_parameters(untrained):,} parameters")
 # .. literalinclude:: ../../../attention/recipes.py
 #    :language: python
 #    :pyobject: fit_char_lm
+#    :no-docstring:
 
 from attention.recipes import fit_char_lm
 from attention.training import format_history
@@ -335,6 +337,7 @@ claim(
 # .. literalinclude:: ../../../attention/language_model.py
 #    :language: python
 #    :pyobject: sampling_distribution
+#    :no-docstring:
 #
 # :math:`T \to 0` puts all the probability on the most likely character (greedy
 # decoding, ``temperature=0``); :math:`T = 1` samples the model as trained (the trained

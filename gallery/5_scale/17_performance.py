@@ -48,6 +48,7 @@ page.
 # .. literalinclude:: ../../../attention/measure.py
 #    :language: python
 #    :pyobject: compare
+#    :no-docstring:
 #
 # Each timing prints its median, its interquartile range (IQR: the spread of the middle
 # half of its runs) and the number of runs. The machine that builds this site is small

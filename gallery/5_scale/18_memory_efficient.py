@@ -127,6 +127,7 @@ assert old_shares[0] == 0 and all(0 < share < 1 for share in old_shares[1:])
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: merge_blocks
+#    :no-docstring:
 #
 # From one row to whole tensors
 # -----------------------------
@@ -476,6 +477,7 @@ assert delta_error < 1e-10
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: attention_block_backward
+#    :no-docstring:
 #
 # :func:`attention.tiled_attention`'s backward walks the tiles of the forward pass,
 # adding each tile's share into the gradients of its rows and of its keys. The price is

@@ -39,6 +39,7 @@ introduced with the other position schemes in
 # .. literalinclude:: ../../../attention/masks.py
 #    :language: python
 #    :pyobject: sliding_window
+#    :no-docstring:
 #
 # (Packed documents, :func:`attention.masks.document`, look the document of each
 # position up in a table and compare.) A dense mask is the predicate evaluated on an
@@ -59,6 +60,7 @@ introduced with the other position schemes in
 # .. literalinclude:: ../../../attention/flex.py
 #    :language: python
 #    :pyobject: sliding_window
+#    :no-docstring:
 #
 # So there is one rule per mask, and the dense mask and the ``mask_mod`` are two ways of
 # evaluating it. Called on a column of query indices and a row of key indices, each
@@ -188,6 +190,7 @@ for name, (mask_mod, mask) in masks.items():
 # .. literalinclude:: ../../../attention/positions.py
 #    :language: python
 #    :pyobject: alibi_penalty
+#    :no-docstring:
 #
 # Tanh soft-capping squashes every score into :math:`(-c, c)` (Gemma 2 caps its
 # attention scores at :math:`c = 50`). It bounds the logits, so that no score grows
@@ -198,6 +201,7 @@ for name, (mask_mod, mask) in masks.items():
 # .. literalinclude:: ../../../attention/flex.py
 #    :language: python
 #    :pyobject: softcap
+#    :no-docstring:
 #
 # ALiBi with a causal block mask equals PyTorch's own ``F.scaled_dot_product_attention``
 # with the bias (and ``-inf`` above the diagonal) as a float mask; soft-capping equals

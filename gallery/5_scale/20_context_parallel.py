@@ -129,6 +129,7 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: merge_blocks
+#    :no-docstring:
 #
 # Here is the forward pass; ``_ring_shift`` starts the sends and receives
 # (``batch_isend_irecv``), and the loop waits for them only after computing:
@@ -147,6 +148,7 @@ _ = fig.suptitle(f"Causal attention work per rank, L = {L}, P = {P}")
 # .. literalinclude:: ../../../attention/distributed/all_gather.py
 #    :language: python
 #    :pyobject: all_gather_attention
+#    :no-docstring:
 #
 # **Ulysses attention** :cite:p:`jacobs2023`. An all-to-all turns sequence shards into
 # head shards: each rank then holds every position of H/P heads, attends as on one

@@ -130,6 +130,7 @@ for name, options in VARIANTS.items():
 # .. literalinclude:: ../../../attention/latent.py
 #    :language: python
 #    :pyobject: MultiHeadLatentAttention.forward
+#    :no-docstring:
 #
 # The two forms are the same function, in float64 to rounding:
 
@@ -175,6 +176,7 @@ assert torch.allclose(absorbed_weights, naive_weights, atol=1e-12, rtol=0)
 # .. literalinclude:: ../../../attention/linear_attention.py
 #    :language: python
 #    :pyobject: RecurrentState.update
+#    :no-docstring:
 #
 # :class:`attention.LinearAttention` runs the positions of one call in parallel and adds
 # the sums of the earlier calls:
@@ -182,6 +184,7 @@ assert torch.allclose(absorbed_weights, naive_weights, atol=1e-12, rtol=0)
 # .. literalinclude:: ../../../attention/linear_attention.py
 #    :language: python
 #    :pyobject: LinearAttention.forward
+#    :no-docstring:
 #
 # One call over ten positions, and ten calls of one position through the state, agree:
 
