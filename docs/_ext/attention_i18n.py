@@ -372,7 +372,18 @@ def _build_notes_transform():
     return BuildNotes
 
 
+def _toctree_translated(toctree) -> bool:
+    """Whether Sphinx's Locale transform translated each explicit title of ``toctree`` and its
+    caption (each is a message: ``API reference <api>``)."""
+    titles = {title for title, _ in toctree["entries"] if title}
+    caption = toctree.get("rawcaption")
+    return not any(raw in titles for raw in toctree.get("rawentries", [])) and (
+        not caption or toctree.get("caption") != caption
+    )
+
+
 def _untranslated_transform():
+    from sphinx import addnodes
     from sphinx.transforms import SphinxTransform
     from sphinx.util import logging
 
@@ -397,6 +408,10 @@ def _untranslated_transform():
                     # Sphinx marks a translated image untranslated (its picture is kept):
                     # its alternative text says whether it was.
                     node["translated"] = bool(_CJK.search(node.get("alt", "")))
+                if isinstance(node, addnodes.toctree):
+                    # Sphinx translates a toctree's titles and caption but never marks it
+                    # translated: its entries say whether each title was.
+                    node["translated"] = _toctree_translated(node)
                 total += 1
                 if not node["translated"]:
                     missing.append(" ".join(node.astext().split())[:120])
@@ -445,6 +460,77 @@ def _chinese_search():
     return ChineseSearch
 
 
+#: The page chrome that furo writes in English without marking it for translation: the labels
+#: of its buttons and toggles and the titles of its icons. The Chinese build looks each up in
+#: the catalogue of the theme's strings, ``locale/<language>/LC_MESSAGES/sphinx.po``, with the
+#: strings furo does mark ("On this page", "Back to top", ...) and those Sphinx's own
+#: catalogue lacks; Sphinx's catalogue gives the rest ("Search", "Contents").
+UNMARKED_CHROME = (
+    "Toggle site navigation sidebar",
+    "Toggle table of contents sidebar",
+    "Toggle Light / Dark / Auto color theme",
+    "Contents",
+    "Menu",
+    "Expand",
+    "Light mode",
+    "Dark mode",
+    "Auto light/dark, in light mode",
+    "Auto light/dark, in dark mode",
+    "On Read the Docs",
+    "On GitHub",
+)
+#: The label of the button that opens a part of the sidebar's navigation (furo writes it for
+#: each part, with the part's title).
+TOGGLE_NAVIGATION = "Toggle navigation of %(title)s"
+_TOGGLE_NAVIGATION = re.compile(r'aria-label="Toggle navigation of (?P<title>[^"]*)"')
+_UNMARKED = re.compile(
+    r'(?P<open>aria-label="|<title>)(?P<text>'
+    + "|".join(re.escape(text) for text in UNMARKED_CHROME)
+    + r')(?P<close>"|</title>)'
+)
+
+
+def translate_chrome(html: str, gettext: Callable[[str], str]) -> str:
+    """``html`` with each label of :data:`UNMARKED_CHROME` (an ``aria-label`` or an icon's
+    ``<title>``) replaced by ``gettext(label)``, and each "Toggle navigation of <title>" by
+    ``gettext(`` :data:`TOGGLE_NAVIGATION` ``)`` with the title in its place.
+
+    >>> translate_chrome('<button aria-label="Menu"><title>Menu</title>', {"Menu": "菜单"}.get)
+    '<button aria-label="菜单"><title>菜单</title>'
+    """
+    from html import escape
+
+    def label(match: re.Match) -> str:
+        text = gettext(match["text"]) or match["text"]
+        return f"{match['open']}{escape(text, quote=True)}{match['close']}"
+
+    def navigation(match: re.Match) -> str:
+        # The title is already escaped in the page; the translation puts it in its place.
+        words = gettext(TOGGLE_NAVIGATION) or TOGGLE_NAVIGATION
+        return f'aria-label="{escape(words, quote=True) % {"title": match["title"]}}"'
+
+    return _TOGGLE_NAVIGATION.sub(navigation, _UNMARKED.sub(label, html))
+
+
+def site_title(language: str, title: str, confdir: Path) -> str:
+    """The site's name in ``language``: ``title``, translated as the landing page's catalogue
+    translates it (the landing page's own title)."""
+    if language == "en":
+        return title
+    po = confdir / "locale" / language / "LC_MESSAGES" / "index.po"
+    return load_messages(po).get(title, title)
+
+
+def _on_builder_inited(app) -> None:
+    templates = getattr(app.builder, "templates", None)
+    if templates is None or not hasattr(templates, "environment"):
+        return
+    # docs/_templates/page.html passes every page through this filter.
+    templates.environment.filters["attention_chrome"] = lambda html: translate_chrome(
+        str(html), app.translator.gettext
+    )
+
+
 def _on_html_page_context(app, pagename, templatename, context, doctree) -> None:
     language = app.config.language
     context["attention_languages"] = language_links(pagename, language)
@@ -465,6 +551,7 @@ def setup(app):
     app.connect("build-finished", _write_report)
     app.add_transform(_build_notes_transform())
     app.connect("html-page-context", _on_html_page_context)
+    app.connect("builder-inited", _on_builder_inited)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
@@ -482,6 +569,7 @@ __all__ = [
     "REPORT",
     "SUBDIR",
     "BUILD_NOTES",
+    "UNMARKED_CHROME",
     "UNTRANSLATED",
     "bcp47",
     "check_translation",
@@ -493,6 +581,8 @@ __all__ = [
     "prune",
     "read_the_docs_roots",
     "site_root",
+    "site_title",
+    "translate_chrome",
     "rst_translator",
     "translate_rst",
 ]
