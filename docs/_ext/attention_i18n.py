@@ -191,6 +191,14 @@ def _translate_run(run: list[str], messages: Mapping[str, str]) -> list[str]:
         return [pad + title, pad + body[1].strip()[0] * width]
     if body[0].startswith(".. ") or body[0].startswith("::"):
         return run
+    starts = [k for k, line in enumerate(body) if _ITEM.match(line)]
+    if starts and starts[0] == 0 and len(starts) > 1:
+        # A list without blank lines between its items: Sphinx's messages are the items, each
+        # its lines joined (an item goes on on lines indented under its text).
+        out = []
+        for a, b in zip(starts, [*starts[1:], len(body)], strict=True):
+            out.extend(_translate_run([pad + line for line in body[a:b]], messages))
+        return out
     item = _ITEM.match(body[0])
     prefix = item.group(0) if item else ""
     msgid = " ".join([body[0][len(prefix) :].strip(), *(line.strip() for line in body[1:])])

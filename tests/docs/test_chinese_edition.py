@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docbuild import GALLERY_DIR, ROOT
+from docbuild import GALLERY_DIR, ROOT, gallery_scripts
 
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 import attention_course as course  # noqa: E402
@@ -153,3 +153,239 @@ def test_every_unmarked_label_has_its_translation():
     labels = [*attention_i18n.UNMARKED_CHROME, attention_i18n.TOGGLE_NAVIGATION]
     missing = [label for label in labels if label not in translated]
     assert not missing
+
+
+# -- Notebooks and scripts ---------------------------------------------------------------------
+
+ZH_PAGE = '''\
+"""
+A page
+======
+
+.. prerequisites::
+
+The introduction.
+"""
+
+# %%
+# Summary
+# -------
+#
+# - Attention is a lookup: a **query** meets every
+#   **key**.
+# - It is soft.
+#
+# 1. **One.** A question
+#    on two lines.
+# 2. **Two.** Another.
+#
+# .. solution 1
+#
+# What to notice.
+
+x = 1  # a code comment stays as it is
+# sphinx_gallery_start_ignore
+assert x == 1
+# sphinx_gallery_end_ignore
+
+# %%
+# .. solution 2
+
+print(x)
+'''
+ZH_MESSAGES = {
+    "A page": "一页",
+    "The introduction.": "引言。",
+    "Summary": "小结",
+    "Attention is a lookup: a **query** meets every **key**.": (
+        "注意力是一次查找：**查询** 与每个 **键** 相比。"
+    ),
+    "It is soft.": "它是软的。",
+    "**One.** A question on two lines.": "**一。** 一个问题。",
+    "**Two.** Another.": "**二。** 另一个。",
+    "What to notice.": "要注意的。",
+    "Solution to exercise 1": "练习 1 的解答",
+    "Solution to exercise 2": "练习 2 的解答",
+}
+
+
+def _zh(text: str) -> str:
+    return attention_i18n.translate_rst(text, ZH_MESSAGES)
+
+
+def test_translate_rst_translates_each_item_of_a_list_without_blank_lines():
+    text = "- an item\n  that goes on\n- another\n\n1. first\n   goes on\n2. second\n#. third"
+    messages = {
+        "an item that goes on": "一项",
+        "another": "另一项",
+        "first goes on": "第一",
+        "second": "第二",
+    }
+    # An item without a translation stays as it is.
+    assert attention_i18n.translate_rst(text, messages) == (
+        "- 一项\n- 另一项\n\n1. 第一\n2. 第二\n#. third"
+    )
+
+
+def _notebook(tmp_path: Path, language: str):
+    import attention_downloads as dl
+
+    page = tmp_path / "99_page.py"
+    page.write_text(ZH_PAGE, encoding="utf-8")
+    gallery_conf = {"first_notebook_cell": None, "last_notebook_cell": None}
+    gallery_conf |= {"notebook_images": False, "pypandoc": False}
+    gallery_conf |= {"promote_jupyter_magic": False, "remove_config_comments": True}
+    notebook, _ = dl.convert_notebook(
+        page,
+        gallery_conf,
+        include=None,
+        links=dl.Links(),
+        docname="tutorials/99_page",
+        translate=_zh if language == "zh_CN" else None,
+        language=language,
+    )
+    cells = notebook["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    folded = [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in cells]
+    return cells, sources, folded
+
+
+def test_a_chinese_notebook_has_its_lists_in_chinese_and_folds_as_the_english_one(tmp_path):
+    import attention_downloads as dl
+
+    en_cells, en, en_folded = _notebook(tmp_path, "en")
+    zh_cells, zh, zh_folded = _notebook(tmp_path, "zh_CN")
+    markdown = "\n".join(s for c, s in zip(zh_cells, zh, strict=True) if c["cell_type"] != "code")
+    for words in (
+        "- 注意力是一次查找：**查询** 与每个 **键** 相比。",
+        "- 它是软的。",
+        "1. **一。** 一个问题。",
+    ):
+        assert words in markdown, markdown
+    for words in ("Attention is", "It is soft", "A question", "Another", "Solution", "folded"):
+        assert words not in markdown, words
+    # The same cells, folded alike: two solutions and one block of hidden lines.
+    assert [c["cell_type"] for c in zh_cells] == [c["cell_type"] for c in en_cells]
+    assert zh_folded == en_folded and sum(en_folded) == 4
+    note = dl.FOLDED_NOTE["zh_CN"]
+    assert sum(s.startswith(("**练习 1 的解答**", "**练习 2 的解答**")) for s in zh) == 2
+    assert sum(s.endswith(note) for s in zh) == 2
+    assert sum(s.endswith(dl.FOLDED_NOTE["en"]) for s in en) == 2
+    assert sum(s.startswith(dl.HIDDEN_CODE_NOTE["zh_CN"]) for s in zh) == 1
+    code = [s for c, s in zip(zh_cells, zh, strict=True) if c["cell_type"] == "code"]
+    en_code = [s for c, s in zip(en_cells, en, strict=True) if c["cell_type"] == "code"]
+    assert [s.split("\n", 1)[-1] for s in code] == [s.split("\n", 1)[-1] for s in en_code]
+
+
+def test_a_chinese_script_is_the_pages_program_with_its_chinese_prose():
+    import ast
+
+    import attention_downloads as dl
+
+    english, _ = dl.convert_script(ZH_PAGE, include=None, header="", links=dl.Links())
+    chinese, _ = dl.convert_script(
+        ZH_PAGE, include=None, header="", links=dl.Links(), translate=_zh, language="zh_CN"
+    )
+    for words in (
+        "一页\n====",
+        "# 小结",
+        "# - 注意力是一次查找",
+        "# 1. **一。** 一个问题。",
+        "# 练习 1 的解答：",
+    ):
+        assert words in chinese, chinese
+    for words in ("A page", "Summary", "Attention is", "A question", "Solution", "Reading time"):
+        assert words not in chinese, words
+    assert "阅读时间" in chinese
+
+    # The same program: only the docstring and the comments differ.
+    def program(text):
+        return [ast.dump(statement) for statement in ast.parse(text).body[1:]]
+
+    assert program(chinese) == program(english)
+    assert "x = 1  # a code comment stays as it is" in chinese
+
+
+def test_a_chinese_scripts_header_is_in_chinese():
+    import attention_downloads as dl
+
+    words = dict(site="https://s/", version="0.1", torch_requirement="torch>=2.4")
+    header = dl.script_header(
+        **words, versions={"torch": "2.9"}, page="https://s/p.html", language="zh_CN"
+    )
+    assert header.startswith("# 下载自 https://s/p.html\n")
+    assert not re.search(r"\b(Built|install the same|Set ATTENTION_SEED)\b", header)
+    assert dl.install_command("https://s/", "0.1", "torch>=2.4") in header
+
+
+def _latin_words(text: str) -> int:
+    """The Latin words of Markdown or plain text, without its code, maths and link targets."""
+    text = re.sub(r"`[^`]*`|\$[^$]*\$|\]\([^)]*\)", " ", text)
+    return len(re.findall(r"[A-Za-z]{2,}", text))
+
+
+def _downloads(site: Path, stem: str, suffix: str) -> Path:
+    (path,) = (site / "_downloads").rglob(f"{stem}{suffix}")
+    return path
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_a_built_chinese_notebook_has_chinese_lists_and_folds_as_the_english_one(
+    html_dir, zh_html_dir, script
+):
+    import json
+
+    import attention_downloads as dl
+
+    stem = Path(script).stem
+    en, zh = (
+        json.loads(_downloads(site, stem, ".ipynb").read_text(encoding="utf-8"))["cells"]
+        for site in (html_dir, zh_html_dir)
+    )
+
+    def folded(cells):
+        return [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in cells]
+
+    assert folded(zh) == folded(en)
+    markdown = ["".join(c["source"]) for c in zh if c["cell_type"] == "markdown"]
+    # The list items of the prose: not the lines of code (fenced) or formulas ($$).
+    prose = re.sub(r"```.*?```|\$\$.*?\$\$", "", "\n".join(markdown), flags=re.DOTALL)
+    items = [line for line in prose.split("\n") if re.match(r" {0,3}(?:[-*+]|\d+\.)\s", line)]
+    english = [item for item in items if _latin_words(item) >= 3 and not CJK.search(item)]
+    assert not english, english
+    en_markdown = "".join("".join(c["source"]) for c in en if c["cell_type"] == "markdown")
+    notes = "".join(markdown).count(dl.FOLDED_NOTE["zh_CN"])
+    assert notes == en_markdown.count(dl.FOLDED_NOTE["en"])
+    assert dl.FOLDED_NOTE["en"] not in "".join(markdown)
+
+
+@pytest.mark.parametrize("script", gallery_scripts())
+def test_a_built_chinese_script_is_the_program_with_its_chinese_prose(
+    html_dir, zh_html_dir, script
+):
+    import ast
+
+    import attention_downloads as dl
+
+    stem = Path(script).stem
+    en, zh = (
+        _downloads(site, stem, ".py").read_text(encoding="utf-8")
+        for site in (html_dir, zh_html_dir)
+    )
+
+    def program(text):
+        return [ast.dump(statement) for statement in ast.parse(text).body[1:]]
+
+    assert program(zh) == program(en)
+    assert CJK.search(ast.get_docstring(ast.parse(zh)))
+    lines = zh.split("\n")
+    paragraphs = []
+    for start, end in dl._text_blocks(lines):
+        block = "\n".join(re.sub(r"^# ?", "", line) for line in lines[start:end])
+        # Prose starts at the margin; code and formulas are indented.
+        pieces = [p.strip("\n") for p in block.split("\n\n") if p.strip()]
+        paragraphs += [p for p in pieces if not p[0].isspace()]
+    prose = [p for p in paragraphs if _latin_words(p) >= 3 or CJK.search(p)]
+    english = [p for p in prose if not CJK.search(p)]
+    assert len(english) <= 0.1 * len(prose), english
+    assert zh.startswith("# 下载自 ")
