@@ -182,6 +182,11 @@ gettext_uuid = False
 if language == "zh_CN":
     # Chinese search splits words with jieba (sphinx.search.zh).
     html_search_language = "zh"
+    # The course's words kept whole, in the index and in the query (a jieba user dictionary
+    # made from the glossary and locale/zh_CN/search_words.txt; attention_i18n.ChineseSearch).
+    html_search_options = {
+        "dict": attention_i18n.search_dictionary(ROOT, ROOT / "build" / "search-words-zh_CN.txt")
+    }
     # The footer's holder, after "版权所有 ©" (locale/zh_CN/LC_MESSAGES/sphinx.po).
     copyright = "attention 项目的作者们"
 

@@ -454,16 +454,132 @@ def _write_report(app, exception) -> None:
     path.write_text(json.dumps(dict(sorted(counts.items())), indent=1, ensure_ascii=False))
 
 
+# -- Chinese search ----------------------------------------------------------------------------
+
+#: The course's words that the Chinese search keeps whole besides the glossary's terms, one a
+#: line (the glossary page does not list them: they are no translation of a term).
+SEARCH_WORDS = "locale/zh_CN/search_words.txt"
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def search_words(confdir: Path) -> list[str]:
+    """The words the Chinese search indexes whole and finds in a query: each Chinese term of
+    the glossary (both sides of one written with a hyphen or a slash, 编码器-解码器) and each
+    line of :data:`SEARCH_WORDS`. Terms with other characters (在线 softmax, 查询、键和值)
+    are not words: their Chinese words are there on their own."""
+    import csv
+
+    with (confdir / GLOSSARY).open(encoding="utf-8") as f:
+        terms = [row["中文"] for row in csv.DictReader(f)]
+    extra = (confdir / SEARCH_WORDS).read_text(encoding="utf-8").split("\n")
+    words = {
+        piece
+        for term in [*terms, *extra]
+        for piece in re.split(r"[-/\s]+", term.strip())
+        if _HAN.fullmatch(piece)
+    }
+    return sorted(words, key=lambda w: (-len(w), w))
+
+
+def search_dictionary(confdir: Path, path: Path) -> str:
+    """Write :func:`search_words` to ``path`` as a jieba user dictionary (one word a line:
+    jieba gives each the frequency that keeps it whole) for ``html_search_options``; returns
+    the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(search_words(confdir)) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+#: The browser's splitter of a query (Sphinx's ``splitQuery``), for the Chinese search: the
+#: Latin words as Sphinx splits them, and each run of Chinese characters cut into the longest
+#: words of the search's dictionary, the rest of a run kept as one word.
+SPLITTER_JS = """\
+/* The Chinese search's query splitter (docs/_ext/attention_i18n.py): a query is cut into the
+   words the index holds, the dictionary's longest first. */
+var ZH_SEARCH_WORDS = new Set(%(words)s);
+var ZH_SEARCH_LONGEST = %(longest)d;
+var splitQuery = (query) => {
+  const terms = [];
+  const tokens = query.split(/[^\\p{Letter}\\p{Number}_\\p{Emoji_Presentation}]+/gu);
+  for (const token of tokens.filter((t) => t)) {
+    for (const run of token.match(/\\p{Script=Han}+|\\P{Script=Han}+/gu)) {
+      if (!/\\p{Script=Han}/u.test(run)) {
+        terms.push(run);
+        continue;
+      }
+      let rest = "";
+      for (let i = 0; i < run.length; ) {
+        let n = Math.min(ZH_SEARCH_LONGEST, run.length - i);
+        while (n > 0 && !ZH_SEARCH_WORDS.has(run.substr(i, n))) n--;
+        if (n === 0) {
+          rest += run[i];
+          i += 1;
+          continue;
+        }
+        if (rest) terms.push(rest);
+        rest = "";
+        terms.push(run.substr(i, n));
+        i += n;
+      }
+      if (rest) terms.push(rest);
+    }
+  }
+  return terms;
+};
+"""
+
+
+def splitter_js(words: list[str]) -> str:
+    """:data:`SPLITTER_JS` with the dictionary ``words``."""
+    import json
+
+    longest = max((len(w) for w in words), default=1)
+    return SPLITTER_JS % {
+        "words": json.dumps(sorted(words), ensure_ascii=False),
+        "longest": longest,
+    }
+
+
 def _chinese_search():
-    from sphinx.search.zh import SearchChinese
+    from sphinx.search.zh import SearchChinese, cut_for_search
 
     class ChineseSearch(SearchChinese):
-        """Sphinx's Chinese search (jieba splits the words), with the name of the stemmer its
-        JavaScript defines: the Latin words of a Chinese page are stemmed by the English
-        stemmer, which Sphinx 9.0 ships as ``EnglishStemmer`` but names ``ChineseStemmer``
-        in the language data, so the search page stopped on a ReferenceError."""
+        """Sphinx's Chinese search (jieba splits the words), with
+
+        - the course's words kept whole: ``html_search_options["dict"]``, a jieba user
+          dictionary (:func:`search_dictionary`), and only the dictionaries' words (no word
+          guessed by jieba's HMM, which cut fragments such as 件夹 out of sentences);
+        - the one-character words of that dictionary (键, 值, 头) in the index, which Sphinx's
+          ``word_filter`` keeps only from two characters on;
+        - the query cut in the browser as the index was: Sphinx's zh search leaves the
+          default ``splitQuery``, which keeps a run of Chinese characters whole (键值缓存 is
+          then one word that the index, cut by jieba, never has); :func:`splitter_js` cuts it
+          into the dictionary's words;
+        - the name of the stemmer its JavaScript defines: the Latin words of a Chinese page are
+          stemmed by the English stemmer, which Sphinx 9.0 ships as ``EnglishStemmer`` but
+          names ``ChineseStemmer`` in the language data, so the search page stopped on a
+          ReferenceError.
+        """
 
         language_name = "English"
+
+        def __init__(self, options: dict[str, str]) -> None:
+            super().__init__(options)  # loads options["dict"] into jieba
+            path = Path(options.get("dict") or "")
+            words = path.read_text(encoding="utf-8").split() if path.is_file() else []
+            self.one_character_words = frozenset(w for w in words if len(w) == 1)
+            self.js_splitter_code = splitter_js(words) if words else ""
+
+        def split(self, input: str) -> list[str]:
+            chinese = list(cut_for_search(input, HMM=False))
+            latin1 = [term.strip() for term in self.latin1_letters.findall(input)]
+            self.latin_terms.update(latin1)
+            return chinese + latin1
+
+        def word_filter(self, stemmed_word: str) -> bool:
+            return len(stemmed_word) > 1 or stemmed_word in self.one_character_words
 
     return ChineseSearch
 
@@ -575,6 +691,7 @@ __all__ = [
     "LANGUAGES",
     "MINUTES",
     "REPORT",
+    "SEARCH_WORDS",
     "SUBDIR",
     "BUILD_NOTES",
     "UNMARKED_CHROME",
@@ -588,8 +705,11 @@ __all__ = [
     "page_messages",
     "prune",
     "read_the_docs_roots",
+    "search_dictionary",
+    "search_words",
     "site_root",
     "site_title",
+    "splitter_js",
     "translate_chrome",
     "rst_translator",
     "translate_rst",

@@ -389,3 +389,62 @@ def test_a_built_chinese_script_is_the_program_with_its_chinese_prose(
     english = [p for p in prose if not CJK.search(p)]
     assert len(english) <= 0.1 * len(prose), english
     assert zh.startswith("# 下载自 ")
+
+
+# -- Search ------------------------------------------------------------------------------------
+
+
+def _search_terms(zh_html_dir: Path) -> dict:
+    import json
+
+    text = (zh_html_dir / "searchindex.js").read_text(encoding="utf-8")
+    return json.loads(text[text.index("(") + 1 : text.rindex(")")])["terms"]
+
+
+def test_the_chinese_index_holds_the_glossarys_terms_whole_and_one_character_terms(zh_html_dir):
+    terms = _search_terms(zh_html_dir)
+    for word in (
+        "键值缓存",
+        "层归一化",
+        "残差连接",
+        "滑动窗口",
+        "束搜索",
+        "归纳头",
+        "旋转位置编码",
+    ):
+        assert word in terms, word
+    for word in ("键", "值"):
+        assert word in terms, word
+    # Only the dictionary's one-character words: no flood of single characters.
+    single = [t for t in terms if len(t) == 1 and CJK.match(t)]
+    assert sorted(single) == sorted(w for w in attention_i18n.search_words(ROOT) if len(w) == 1), (
+        single
+    )
+
+
+def test_the_chinese_search_splits_a_query_into_the_dictionarys_words(zh_html_dir):
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = (zh_html_dir / "_static" / "language_data.js").read_text(encoding="utf-8")
+    assert "var splitQuery" in script
+    queries = ["键值缓存", "梯度检查", "键", "自注意力机制 KV cache", "旋转位置编码"]
+    # language_data.js holds the scorer too, which reads `Search` only when it is defined, and
+    # exports the stop words to `window`.
+    run = (
+        "var window = globalThis;\n"
+        + script
+        + f"\nconsole.log(JSON.stringify({json.dumps(queries)}.map(splitQuery)));"
+    )
+    out = subprocess.run([node, "-e", run], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [
+        ["键值缓存"],
+        ["梯度", "检查"],
+        ["键"],
+        ["自注意力", "机制", "KV", "cache"],
+        ["旋转位置编码"],
+    ]
