@@ -448,3 +448,21 @@ def test_the_chinese_search_splits_a_query_into_the_dictionarys_words(zh_html_di
         ["自注意力", "机制", "KV", "cache"],
         ["旋转位置编码"],
     ]
+
+
+def test_make_gettext_keeps_every_chrome_translation():
+    """``make gettext`` updates sphinx.po from the strings of the project's own templates
+    (build/gettext/sphinx.pot): a translation of a string no template names would go
+    obsolete, so every one is named in docs/_templates."""
+    import jinja2
+    import polib
+
+    environment = jinja2.Environment(extensions=["jinja2.ext.i18n"])
+    named = {
+        message
+        for template in (ROOT / "docs" / "_templates").rglob("*.html")
+        for *_, message in environment.extract_translations(template.read_text(encoding="utf-8"))
+    }
+    po = ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / "sphinx.po"
+    kept = {e.msgid for e in polib.pofile(str(po)) if not e.obsolete}
+    assert kept <= named, kept - named
