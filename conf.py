@@ -182,6 +182,13 @@ gettext_uuid = False
 if language == "zh_CN":
     # Chinese search splits words with jieba (sphinx.search.zh).
     html_search_language = "zh"
+    # The course's words kept whole, in the index and in the query (a jieba user dictionary
+    # made from the glossary and locale/zh_CN/search_words.txt; attention_i18n.ChineseSearch).
+    html_search_options = {
+        "dict": attention_i18n.search_dictionary(ROOT, ROOT / "build" / "search-words-zh_CN.txt")
+    }
+    # The footer's holder, after "版权所有 ©" (locale/zh_CN/LC_MESSAGES/sphinx.po).
+    copyright = "attention 项目的作者们"
 
 # A broken cross-reference is a bug: references to this package must resolve. References to
 # other projects (torch.Tensor, int, ...) resolve only with intersphinx, which needs the network,
@@ -298,7 +305,9 @@ html_sidebars = {
         "sidebar/scroll-end.html",
     ]
 }
-html_title = "Attention in PyTorch"
+# The site's name above every page and in its tab, in the build's language (the landing page's
+# title, as its catalogue translates it).
+html_title = attention_i18n.site_title(language, project, ROOT)
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["custom.css"]
 html_favicon = str(DOCS / "_static" / "favicon.svg")

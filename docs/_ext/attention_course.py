@@ -442,8 +442,10 @@ def annotate_cards(
     """The reST of a gallery index with each card of a course page numbered and summarised:
     ``pages`` maps a page's docname to it. The tooltip, the page's whole introduction shown
     over the card, gives way to the summary shown on it. In a translated build,
-    ``translate(page, summary)`` gives the summary in the build's language and ``minutes``
-    the reading time's words."""
+    ``translate(page, text)`` gives a message of the page (its summary, its title) in the
+    build's language, and ``minutes`` the reading time's words: the card's visible title is
+    the translated one (sphinx-gallery writes the English title there, as raw HTML that no
+    catalogue reaches)."""
 
     def card(match: re.Match) -> str:
         page = pages.get(match.group("doc"))
@@ -451,10 +453,13 @@ def annotate_cards(
             return match.group(0)
         summary = plain_text(page.summary)
         summary = html.escape(translate(page, summary) if translate else summary, quote=True)
+        title = match.group("text")
+        if translate:
+            title = html.escape(plain_text(translate(page, page.title)), quote=False)
         return (
             f'<div class="sphx-glr-thumbcontainer attention-card" {match.group("tags")}>'
             f"{match.group('middle')}{match.group('title')}"
-            f'<span class="attention-card-number">{page.number}</span> {match.group("text")}'
+            f'<span class="attention-card-number">{page.number}</span> {title}'
             f"{match.group('close')}\n"
             f'      <div class="attention-card-summary">{summary}</div>\n'
             f'      <div class="attention-card-time">{minutes.format(page.minutes)}</div>'
@@ -476,9 +481,9 @@ def _on_source_read(app, docname, source) -> None:
         return
     import attention_i18n
 
-    def translate(page: Page, summary: str) -> str:
-        # The page's catalogue has its summary: the description it gives itself.
-        return attention_i18n.page_messages(app, page.docname(gallery_dir)).get(summary, summary)
+    def translate(page: Page, text: str) -> str:
+        # The page's catalogue has its title and its summary (the description it gives itself).
+        return attention_i18n.page_messages(app, page.docname(gallery_dir)).get(text, text)
 
     source[0] = annotate_cards(source[0], pages, translate, attention_i18n.MINUTES[language])
 

@@ -170,22 +170,53 @@ if util.find_spec("triton") is None:
 """
 
 
-def script_header(
-    *, site: str, version: str, torch_requirement: str, versions: Mapping[str, str], page: str
-) -> str:
-    """The comment that starts every downloaded script: what it needs and how to install it."""
-    lines = [
-        f"# {page}",
-        f"# Built with {_built_with(versions)}.",
+#: The words of a script's header (:func:`script_header`), by language.
+SCRIPT_HEADER = {
+    "en": (
+        "# Downloaded from {page}",
+        "# Built with {versions}.",
         "# To run it, install the same things first (an installed torch that satisfies",
-        f'# "{torch_requirement}" is kept), then run it with python:',
+        '# "{torch}" is kept), then run it with python:',
         "#",
-        f"#     {install_command(site, version, torch_requirement)}",
+        "#     {install}",
         "#",
-        f"# The wheel is the attention package of this site ({DIST_NAME}, imported as",
+        "# The wheel is the attention package of this site ({dist}, imported as",
         "# `attention`). Set ATTENTION_SEED to draw other random numbers than the page's.",
-    ]
-    return "\n".join(lines) + "\n"
+    ),
+    "zh_CN": (
+        "# 下载自 {page}",
+        "# 构建时使用 {versions}。",
+        "# 运行之前先装好同样的依赖（已安装且满足",
+        '# "{torch}" 的 torch 会保留），再用 python 运行：',
+        "#",
+        "#     {install}",
+        "#",
+        "# 这个 wheel 是本站的 attention 包（{dist}，导入名为",
+        "# `attention`）。设置 ATTENTION_SEED 可以抽取与网页不同的随机数。",
+    ),
+}
+
+
+def script_header(
+    *,
+    site: str,
+    version: str,
+    torch_requirement: str,
+    versions: Mapping[str, str],
+    page: str,
+    language: str = "en",
+) -> str:
+    """The comment that starts every downloaded script, in ``language``: the address of its
+    ``page``, what it needs and how to install it."""
+    words = {
+        "page": page,
+        "versions": _built_with(versions),
+        "torch": torch_requirement,
+        "install": install_command(site, version, torch_requirement),
+        "dist": DIST_NAME,
+    }
+    lines = SCRIPT_HEADER.get(language, SCRIPT_HEADER["en"])
+    return "\n".join(line.format(**words) for line in lines) + "\n"
 
 
 # -- reST blocks -------------------------------------------------------------------------------
@@ -500,6 +531,9 @@ class _Converter:
         self.includes: list[str] = []
         #: The page's reading time, for its prerequisites line.
         self.reading_minutes = 1
+        #: The headings the solutions' markers became, in order (a notebook folds what follows
+        #: each).
+        self.solution_headings: list[str] = []
 
     def _hold(self, markdown: str) -> str:
         key = f"QQATTNDL{len(self.pieces):05d}QQ"
@@ -605,7 +639,9 @@ class _Converter:
             if solution:
                 # A notebook folds the solution's cells (convert_notebook); its heading stays.
                 title = self.translate(SOLUTION_TITLE.format(number=solution.group("number")))
-                heading = f"{title}:" if self.plain else f"**{title}**"
+                colon = "：" if self.language.startswith("zh") else ":"
+                heading = f"{title}{colon}" if self.plain else f"**{title}**"
+                self.solution_headings.append(heading)
                 out.append(f"{line[: _indent_of(line)]}{heading}")
                 i += 1
                 continue
@@ -709,8 +745,11 @@ class _Converter:
 #: Starts the text of a solution (its prose) in the blocks handed to sphinx-gallery, so that
 #: its cell can be found and folded; removed from the cell.
 _HIDDEN = "QQATTNHIDDENQQ"
-#: The line after a solution's heading in a notebook, where its cells are folded.
-FOLDED_NOTE = "(folded: open the cells below to see it)"
+#: What follows a solution's heading in a notebook, where its cells are folded, by language.
+FOLDED_NOTE = {
+    "en": " (folded: open the cells below to see it)",
+    "zh_CN": "（已折叠：展开下面的单元格即可看到）",
+}
 
 
 #: The first line of a notebook cell that holds lines the page hides (its checks, a figure's
@@ -749,18 +788,19 @@ def _split_solutions(blocks: list) -> list:
     return out
 
 
-def fold_solution_cells(cells: list[dict]) -> None:
-    """Fold each exercise's solution: its heading stays, the cells after it (its text and its
-    code, up to the next other text) get ``jupyter.source_hidden``, which JupyterLab, Notebook
-    7, VS Code and Colab honour."""
-    heading = re.compile(r"^\*\*" + re.escape(SOLUTION_TITLE).replace(r"\{number\}", r"\d+"))
+def fold_solution_cells(cells: list[dict], headings: list[str], language: str = "en") -> None:
+    """Fold each exercise's solution: its heading (one of ``headings``, as the converter wrote
+    them, in the notebook's language) stays, followed by :data:`FOLDED_NOTE`, and the cells
+    after it (its text and its code, up to the next other text) get
+    ``jupyter.source_hidden``, which JupyterLab, Notebook 7, VS Code and Colab honour."""
+    note = FOLDED_NOTE.get(language, FOLDED_NOTE["en"])
     inside = False
     for cell in cells:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
-            if heading.match(source.strip()):
+            if source.strip().startswith(tuple(headings)) and headings:
                 inside = True
-                cell["source"] = [f"{source.strip()} {FOLDED_NOTE}"]
+                cell["source"] = [f"{source.strip()}{note}"]
                 continue
             if _HIDDEN in source:
                 cell["source"] = [source.replace(_HIDDEN, "").strip() + "\n"]
@@ -815,7 +855,7 @@ def convert_notebook(
             cell["source"] = [converter.finish("".join(cell["source"]))]
         elif "".join(cell["source"]).startswith(note):
             cell.setdefault("metadata", {})["jupyter"] = {"source_hidden": True}
-    fold_solution_cells(notebook["cells"])
+    fold_solution_cells(notebook["cells"], converter.solution_headings, language)
     if needs_triton(path.read_text(encoding="utf-8")):  # its first cell installs Triton first
         first = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
         first["source"] = [triton_cell(triton_requirement()) + "\n" + "".join(first["source"])]
@@ -851,23 +891,35 @@ def convert_script(
     links: Links | None = None,
     docname: str = "",
     minutes: int = 1,
+    translate: Callable[[str], str] | None = None,
+    language: str = "en",
 ) -> tuple[str, list[str]]:
     """The downloadable script: ``header``, then ``text`` with its docstring and its text
     blocks (the comments after each ``# %%``) in plain text: each literalinclude is the code it
     shows, indented under the file and the object it comes from, roles are their text
     (``:class:`attention.X``` is `` `attention.X` ``, a citation "(Vaswani et al., 2017)"),
     the prerequisites line reads as a line, and a solution's marker as its heading. The code is
-    untouched: the script is the page's program.
+    untouched: the script is the page's program. ``translate``, when given, translates the reST
+    of the docstring and of each text block first, and ``language`` is the words' language
+    (the Chinese edition's scripts: attention_i18n.rst_translator).
 
     Returns the script and the texts of its literalincludes.
     """
     import ast
 
-    converter = _Converter(include=include, links=links or Links(), docname=docname, plain=True)
+    converter = _Converter(
+        include=include,
+        links=links or Links(),
+        docname=docname,
+        plain=True,
+        language=language,
+        translate=translate,
+    )
     converter.reading_minutes = minutes
+    translated = translate or (lambda block: block)
 
     def plain(block: str) -> str:
-        return converter.finish(converter.prepare_text(block))
+        return converter.finish(converter.prepare_text(translated(block)))
 
     lines = text.split("\n")
     replacements: list[tuple[int, int, list[str]]] = []
@@ -925,6 +977,7 @@ def rewrite_downloads(app) -> int:
     downloads = Path(app.outdir) / "_downloads"
     dlfiles = {Path(src).as_posix(): dest for src, (_, dest) in app.env.dlfiles.items()}
     links = SphinxLinks(app, config.attention_site_url)
+    language = config.language or "en"
     replacements: dict[str, bytes] = {}
     zips: list[Path] = []
     pages = 0
@@ -950,7 +1003,8 @@ def rewrite_downloads(app) -> int:
                 version=config.release,
                 torch_requirement=config.attention_torch_requirement,
                 versions=config.attention_versions,
-                page=f"Downloaded from {links.url(docname)}",
+                page=links.url(docname),
+                language=language,
             )
             if needs_triton(script.read_text(encoding="utf-8")):
                 header += (
@@ -958,6 +1012,8 @@ def rewrite_downloads(app) -> int:
                     f'only:\n#\n#     pip install "{triton_requirement()}"\n'
                 )
             minutes = reading_minutes(script_blocks(script, gallery_conf), include)
+            # A translated build's downloads carry the page's translated prose.
+            translate = rst_translator(app, docname)
             text, _ = convert_script(
                 script.read_text(encoding="utf-8"),
                 include=include,
@@ -965,6 +1021,8 @@ def rewrite_downloads(app) -> int:
                 links=links,
                 docname=docname,
                 minutes=minutes,
+                translate=translate,
+                language=language,
             )
             replacements[script.name] = text.encode("utf-8")
             (downloads / dest).write_text(text, encoding="utf-8")
@@ -976,8 +1034,8 @@ def rewrite_downloads(app) -> int:
                     include=include,
                     links=links,
                     docname=docname,
-                    translate=rst_translator(app, docname),
-                    language=app.config.language or "en",
+                    translate=translate,
+                    language=language,
                 )
                 data = json.dumps(notebook, indent=2).encode("utf-8")
                 replacements[Path(notebook_src).name] = data

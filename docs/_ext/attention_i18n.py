@@ -191,6 +191,14 @@ def _translate_run(run: list[str], messages: Mapping[str, str]) -> list[str]:
         return [pad + title, pad + body[1].strip()[0] * width]
     if body[0].startswith(".. ") or body[0].startswith("::"):
         return run
+    starts = [k for k, line in enumerate(body) if _ITEM.match(line)]
+    if starts and starts[0] == 0 and len(starts) > 1:
+        # A list without blank lines between its items: Sphinx's messages are the items, each
+        # its lines joined (an item goes on on lines indented under its text).
+        out = []
+        for a, b in zip(starts, [*starts[1:], len(body)], strict=True):
+            out.extend(_translate_run([pad + line for line in body[a:b]], messages))
+        return out
     item = _ITEM.match(body[0])
     prefix = item.group(0) if item else ""
     msgid = " ".join([body[0][len(prefix) :].strip(), *(line.strip() for line in body[1:])])
@@ -372,7 +380,18 @@ def _build_notes_transform():
     return BuildNotes
 
 
+def _toctree_translated(toctree) -> bool:
+    """Whether Sphinx's Locale transform translated each explicit title of ``toctree`` and its
+    caption (each is a message: ``API reference <api>``)."""
+    titles = {title for title, _ in toctree["entries"] if title}
+    caption = toctree.get("rawcaption")
+    return not any(raw in titles for raw in toctree.get("rawentries", [])) and (
+        not caption or toctree.get("caption") != caption
+    )
+
+
 def _untranslated_transform():
+    from sphinx import addnodes
     from sphinx.transforms import SphinxTransform
     from sphinx.util import logging
 
@@ -397,6 +416,10 @@ def _untranslated_transform():
                     # Sphinx marks a translated image untranslated (its picture is kept):
                     # its alternative text says whether it was.
                     node["translated"] = bool(_CJK.search(node.get("alt", "")))
+                if isinstance(node, addnodes.toctree):
+                    # Sphinx translates a toctree's titles and caption but never marks it
+                    # translated: its entries say whether each title was.
+                    node["translated"] = _toctree_translated(node)
                 total += 1
                 if not node["translated"]:
                     missing.append(" ".join(node.astext().split())[:120])
@@ -431,18 +454,205 @@ def _write_report(app, exception) -> None:
     path.write_text(json.dumps(dict(sorted(counts.items())), indent=1, ensure_ascii=False))
 
 
+# -- Chinese search ----------------------------------------------------------------------------
+
+#: The course's words that the Chinese search keeps whole besides the glossary's terms, one a
+#: line (the glossary page does not list them: they are no translation of a term).
+SEARCH_WORDS = "locale/zh_CN/search_words.txt"
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def search_words(confdir: Path) -> list[str]:
+    """The words the Chinese search indexes whole and finds in a query: each Chinese term of
+    the glossary (both sides of one written with a hyphen or a slash, 编码器-解码器) and each
+    line of :data:`SEARCH_WORDS`. Terms with other characters (在线 softmax, 查询、键和值)
+    are not words: their Chinese words are there on their own."""
+    import csv
+
+    with (confdir / GLOSSARY).open(encoding="utf-8") as f:
+        terms = [row["中文"] for row in csv.DictReader(f)]
+    extra = (confdir / SEARCH_WORDS).read_text(encoding="utf-8").split("\n")
+    words = {
+        piece
+        for term in [*terms, *extra]
+        for piece in re.split(r"[-/\s]+", term.strip())
+        if _HAN.fullmatch(piece)
+    }
+    return sorted(words, key=lambda w: (-len(w), w))
+
+
+def search_dictionary(confdir: Path, path: Path) -> str:
+    """Write :func:`search_words` to ``path`` as a jieba user dictionary (one word a line:
+    jieba gives each the frequency that keeps it whole) for ``html_search_options``; returns
+    the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(search_words(confdir)) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+#: The browser's splitter of a query (Sphinx's ``splitQuery``), for the Chinese search: the
+#: Latin words as Sphinx splits them, and each run of Chinese characters cut into the longest
+#: words of the search's dictionary, the rest of a run kept as one word.
+SPLITTER_JS = """\
+/* The Chinese search's query splitter (docs/_ext/attention_i18n.py): a query is cut into the
+   words the index holds, the dictionary's longest first. */
+var ZH_SEARCH_WORDS = new Set(%(words)s);
+var ZH_SEARCH_LONGEST = %(longest)d;
+var splitQuery = (query) => {
+  const terms = [];
+  const tokens = query.split(/[^\\p{Letter}\\p{Number}_\\p{Emoji_Presentation}]+/gu);
+  for (const token of tokens.filter((t) => t)) {
+    for (const run of token.match(/\\p{Script=Han}+|\\P{Script=Han}+/gu)) {
+      if (!/\\p{Script=Han}/u.test(run)) {
+        terms.push(run);
+        continue;
+      }
+      let rest = "";
+      for (let i = 0; i < run.length; ) {
+        let n = Math.min(ZH_SEARCH_LONGEST, run.length - i);
+        while (n > 0 && !ZH_SEARCH_WORDS.has(run.substr(i, n))) n--;
+        if (n === 0) {
+          rest += run[i];
+          i += 1;
+          continue;
+        }
+        if (rest) terms.push(rest);
+        rest = "";
+        terms.push(run.substr(i, n));
+        i += n;
+      }
+      if (rest) terms.push(rest);
+    }
+  }
+  return terms;
+};
+"""
+
+
+def splitter_js(words: list[str]) -> str:
+    """:data:`SPLITTER_JS` with the dictionary ``words``."""
+    import json
+
+    longest = max((len(w) for w in words), default=1)
+    return SPLITTER_JS % {
+        "words": json.dumps(sorted(words), ensure_ascii=False),
+        "longest": longest,
+    }
+
+
 def _chinese_search():
-    from sphinx.search.zh import SearchChinese
+    from sphinx.search.zh import SearchChinese, cut_for_search
 
     class ChineseSearch(SearchChinese):
-        """Sphinx's Chinese search (jieba splits the words), with the name of the stemmer its
-        JavaScript defines: the Latin words of a Chinese page are stemmed by the English
-        stemmer, which Sphinx 9.0 ships as ``EnglishStemmer`` but names ``ChineseStemmer``
-        in the language data, so the search page stopped on a ReferenceError."""
+        """Sphinx's Chinese search (jieba splits the words), with
+
+        - the course's words kept whole: ``html_search_options["dict"]``, a jieba user
+          dictionary (:func:`search_dictionary`), and only the dictionaries' words (no word
+          guessed by jieba's HMM, which cut fragments such as 件夹 out of sentences);
+        - the one-character words of that dictionary (键, 值, 头) in the index, which Sphinx's
+          ``word_filter`` keeps only from two characters on;
+        - the query cut in the browser as the index was: Sphinx's zh search leaves the
+          default ``splitQuery``, which keeps a run of Chinese characters whole (键值缓存 is
+          then one word that the index, cut by jieba, never has); :func:`splitter_js` cuts it
+          into the dictionary's words;
+        - the name of the stemmer its JavaScript defines: the Latin words of a Chinese page are
+          stemmed by the English stemmer, which Sphinx 9.0 ships as ``EnglishStemmer`` but
+          names ``ChineseStemmer`` in the language data, so the search page stopped on a
+          ReferenceError.
+        """
 
         language_name = "English"
 
+        def __init__(self, options: dict[str, str]) -> None:
+            super().__init__(options)  # loads options["dict"] into jieba
+            path = Path(options.get("dict") or "")
+            words = path.read_text(encoding="utf-8").split() if path.is_file() else []
+            self.one_character_words = frozenset(w for w in words if len(w) == 1)
+            self.js_splitter_code = splitter_js(words) if words else ""
+
+        def split(self, input: str) -> list[str]:
+            chinese = list(cut_for_search(input, HMM=False))
+            latin1 = [term.strip() for term in self.latin1_letters.findall(input)]
+            self.latin_terms.update(latin1)
+            return chinese + latin1
+
+        def word_filter(self, stemmed_word: str) -> bool:
+            return len(stemmed_word) > 1 or stemmed_word in self.one_character_words
+
     return ChineseSearch
+
+
+#: The page chrome that furo writes in English without marking it for translation: the labels
+#: of its buttons and toggles and the titles of its icons. The Chinese build looks each up in
+#: the catalogue of the theme's strings, ``locale/<language>/LC_MESSAGES/sphinx.po``, with the
+#: strings furo does mark ("On this page", "Back to top", ...) and those Sphinx's own
+#: catalogue lacks; Sphinx's catalogue gives the rest ("Search", "Contents").
+UNMARKED_CHROME = (
+    "Toggle site navigation sidebar",
+    "Toggle table of contents sidebar",
+    "Toggle Light / Dark / Auto color theme",
+    "Contents",
+    "Menu",
+    "Expand",
+    "Light mode",
+    "Dark mode",
+    "Auto light/dark, in light mode",
+    "Auto light/dark, in dark mode",
+    "On Read the Docs",
+    "On GitHub",
+)
+#: The label of the button that opens a part of the sidebar's navigation (furo writes it for
+#: each part, with the part's title).
+TOGGLE_NAVIGATION = "Toggle navigation of %(title)s"
+_TOGGLE_NAVIGATION = re.compile(r'aria-label="Toggle navigation of (?P<title>[^"]*)"')
+_UNMARKED = re.compile(
+    r'(?P<open>aria-label="|<title>)(?P<text>'
+    + "|".join(re.escape(text) for text in UNMARKED_CHROME)
+    + r')(?P<close>"|</title>)'
+)
+
+
+def translate_chrome(html: str, gettext: Callable[[str], str]) -> str:
+    """``html`` with each label of :data:`UNMARKED_CHROME` (an ``aria-label`` or an icon's
+    ``<title>``) replaced by ``gettext(label)``, and each "Toggle navigation of <title>" by
+    ``gettext(`` :data:`TOGGLE_NAVIGATION` ``)`` with the title in its place.
+
+    >>> translate_chrome('<button aria-label="Menu"><title>Menu</title>', {"Menu": "菜单"}.get)
+    '<button aria-label="菜单"><title>菜单</title>'
+    """
+    from html import escape
+
+    def label(match: re.Match) -> str:
+        text = gettext(match["text"]) or match["text"]
+        return f"{match['open']}{escape(text, quote=True)}{match['close']}"
+
+    def navigation(match: re.Match) -> str:
+        # The title is already escaped in the page; the translation puts it in its place.
+        words = gettext(TOGGLE_NAVIGATION) or TOGGLE_NAVIGATION
+        return f'aria-label="{escape(words, quote=True) % {"title": match["title"]}}"'
+
+    return _TOGGLE_NAVIGATION.sub(navigation, _UNMARKED.sub(label, html))
+
+
+def site_title(language: str, title: str, confdir: Path) -> str:
+    """The site's name in ``language``: ``title``, translated as the landing page's catalogue
+    translates it (the landing page's own title)."""
+    if language == "en":
+        return title
+    po = confdir / "locale" / language / "LC_MESSAGES" / "index.po"
+    return load_messages(po).get(title, title)
+
+
+def _on_builder_inited(app) -> None:
+    templates = getattr(app.builder, "templates", None)
+    if templates is None or not hasattr(templates, "environment"):
+        return
+    # docs/_templates/page.html passes every page through this filter.
+    templates.environment.filters["attention_chrome"] = lambda html: translate_chrome(
+        str(html), app.translator.gettext
+    )
 
 
 def _on_html_page_context(app, pagename, templatename, context, doctree) -> None:
@@ -465,6 +675,7 @@ def setup(app):
     app.connect("build-finished", _write_report)
     app.add_transform(_build_notes_transform())
     app.connect("html-page-context", _on_html_page_context)
+    app.connect("builder-inited", _on_builder_inited)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
@@ -480,8 +691,10 @@ __all__ = [
     "LANGUAGES",
     "MINUTES",
     "REPORT",
+    "SEARCH_WORDS",
     "SUBDIR",
     "BUILD_NOTES",
+    "UNMARKED_CHROME",
     "UNTRANSLATED",
     "bcp47",
     "check_translation",
@@ -492,7 +705,12 @@ __all__ = [
     "page_messages",
     "prune",
     "read_the_docs_roots",
+    "search_dictionary",
+    "search_words",
     "site_root",
+    "site_title",
+    "splitter_js",
+    "translate_chrome",
     "rst_translator",
     "translate_rst",
 ]
