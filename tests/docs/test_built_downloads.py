@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 from docbuild import GALLERY_DIR, ROOT, gallery_script, gallery_scripts
 from sphinx.directives.code import LiteralInclude, LiteralIncludeReader
-from test_downloads_convert import REST_SYNTAX, fenced_blocks, markdown_prose
+from test_downloads_convert import REST_SYNTAX, dl, fenced_blocks, markdown_prose
 
 DIST = "attention-in-pytorch"
 VERSION = metadata.version(DIST)
@@ -45,11 +45,16 @@ def literalincludes(script: str) -> list[str]:
             if not option_line.startswith(match.group("prefix")) or not option:
                 break
             value = option.group("value").strip() or None
+            if option.group("name") == dl.NO_DOCSTRING:
+                options[dl.NO_DOCSTRING] = True
+                continue
             options[option.group("name")] = LiteralInclude.option_spec[option.group("name")](value)
         # Relative to the rendered page, docs/tutorials/<part>/.
         path = (TUTORIALS_SRC / Path(script).parent / match.group("path")).resolve()
         config = SimpleNamespace(source_encoding="utf-8-sig")
-        texts.append(LiteralIncludeReader(str(path), options, config).read()[0])
+        no_docstring = options.pop(dl.NO_DOCSTRING, False)
+        text = LiteralIncludeReader(str(path), options, config).read()[0]
+        texts.append(dl.without_docstring(text) if no_docstring else text)
     return texts
 
 
