@@ -107,7 +107,7 @@ def _code_without_magics(source: str) -> str:
 
 def check_notebook_structure(download: sitecheck.Download) -> None:
     """The notebook is valid, installs the package first, and its code cells are the page's
-    code cells in order (the build's hidden checks aside)."""
+    code cells in order, the lines the page hides (its checks, a figure's details) included."""
     import nbformat
 
     sys.path.insert(0, str(sitecheck.REPO_ROOT / "docs" / "_ext"))
@@ -126,8 +126,8 @@ def check_notebook_structure(download: sitecheck.Download) -> None:
     conf = {"remove_config_comments": True}
     page_code = [
         block.content
-        for block in script_blocks(pages.find(download.tutorial), conf)
-        if block.type == "code" and block.content.strip()
+        for block in script_blocks(pages.find(download.tutorial), conf, hidden=True)
+        if block.type in ("code", "hidden") and block.content.strip()
     ]
     shown = "\n".join(code[1:])
     assert ast.dump(ast.parse(shown)) == ast.dump(ast.parse("\n".join(page_code))), (
