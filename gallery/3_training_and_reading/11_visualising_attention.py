@@ -400,11 +400,11 @@ claim("most needed head, points lost (zero-ablated)", 100 * lost["zero"][most], 
 # mean-ablated number measures what the head contributes *sentence by sentence*, and
 # the ranking above uses it.
 #
-# The ``not`` head, the clearest pattern in the heatmaps, is ranked like the others:
-# its cost and its rank among the eight are printed above. Where a head looks and how
-# much the model needs it are separate measurements: a head can put its weight on the
-# word the label turns on while other heads carry the same information, and then
-# removing it costs little.
+# The ``not`` head, the clearest pattern in the heatmaps, need not be the head the
+# model needs most: its cost and its rank among the eight are printed above. Where a
+# head looks and how much the model needs it are separate measurements: a head can put
+# its weight on the word the label turns on while other heads carry the same
+# information, and then removing it costs little.
 #
 # The model in your browser
 # -------------------------

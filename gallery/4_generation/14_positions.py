@@ -276,7 +276,7 @@ _ = ax.set_title(f"RoPE: the score of q at 0 and k at distance d (D = {D})")
 # ``0 .. S - 1``. With a :class:`attention.KVCache` the keys are stored *before* the
 # rotation and rotated each time they are read back, by the slot each holds in the
 # cache: a little more arithmetic per step, in exchange for a rolling cache
-# (:ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py`) that can drop old keys
+# (a :class:`attention.KVCache` with a ``window``) that can drop old keys
 # and renumber the rest without the model ever seeing a position it was not trained on.
 # A small untrained language model with RoPE generates the same tokens with and without
 # the cache:
@@ -445,7 +445,8 @@ rise = losses["rotary"][2] - losses["rotary"][0]
 print(f"rotary: loss at 128 minus loss at 32 = {rise:.3f}")
 
 # %%
-# The same numbers as a figure, with the uniform guess and the floor for reference:
+# The same numbers as a figure, with the uniform guess and the floor for reference; the
+# cell also prints the slopes of this model's two ALiBi heads, used below:
 
 # sphinx_gallery_start_ignore
 colours = ["#000000", "#e69f00", "#56b4e9", "#009e73", "#cc79a7"]

@@ -682,8 +682,9 @@ print(
 # The wrong row's weight sits on the right field: the model found the field. Which of
 # its characters the row reads is printed with the figure: the drawn row's weight on
 # the digit it wrote and on the digit due, and how many of the first wrong digits whose
-# written and due digits both stand in the field lean to the digit written. Such a row
-# reads the wrong character of the right field, as its output does.
+# written and due digits both stand in the field lean to the digit written. The row
+# finds the right field; which character inside it weighs most is not the same in every
+# mistake, as those counts show.
 #
 # Greedy decoding against beam search
 # -----------------------------------
@@ -729,8 +730,9 @@ claim(
 
 # %%
 # Where beam search fixes a mistake, it found an output of higher score that greedy
-# decoding passed by. Where it breaks a right output, its output is a wrong date the
-# model itself scores higher, or one that ended early: beam search stops once four
+# decoding passed by. Where it breaks a right output, its output is either a wrong date
+# the model itself scores higher or one that ended early (the counts printed above say
+# which, in this run): beam search stops once four
 # hypotheses have ended (fairseq's rule, which the package follows), so short, unlikely
 # outputs can fill the beam before a likelier one finishes. Those of lower score than
 # greedy decoding's output are the stopping rule's doing, not the wider search's. Here

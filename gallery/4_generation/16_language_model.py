@@ -9,8 +9,8 @@ A language model on real text
 Every model on the earlier pages learned synthetic tokens. This one reads and writes
 real text: a decoder-only language model of the GPT kind :cite:p:`radford2019`, the
 package's :class:`attention.DecoderLM`, trained for a few hundred steps on one CPU core
-to predict Python's reference documentation one character at a time, which every Python
-installation carries.
+to predict Python's reference documentation one character at a time, which a standard
+Python installation carries.
 
 The page measures the model against the simplest language models (character frequencies,
 and pairs of characters), samples from it with temperature, top-k and nucleus (top-p)
@@ -145,7 +145,7 @@ for name, nats in baselines.items():
 # The model
 # ---------
 #
-# The package's decoder, as on the previous pages: three pre-LN blocks of width 64 with
+# The package's decoder, as on pages 12 to 14: three pre-LN blocks of width 64 with
 # four query heads each, rotary positions (:class:`attention.RotaryEmbedding`), and a
 # context of 128 characters. The four query heads of a layer share one key/value head
 # (multi-query attention, as on

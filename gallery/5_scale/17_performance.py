@@ -29,7 +29,7 @@ page.
 #    kernel, filling caches (and, on a GPU, initialising CUDA). Time later calls.
 # 2. **Synchronisation.** A GPU runs asynchronously: a call returns as soon as its
 #    kernels are queued. A stopwatch on the CPU measures the queueing unless it waits
-#    for the GPU; the last section of this page shows how to time the kernels.
+#    for the GPU; the section on timing a GPU, below, shows how to time the kernels.
 # 3. **Noise.** Other programs, frequency changes and the memory system make each run
 #    differ. Repeat, report the **median** (one slow outlier cannot move it) with the
 #    spread, and compare candidates measured side by side.

@@ -397,8 +397,8 @@ assert abs(kept["tiled_attention"] - H * 1024 * (D + 1) * 4 / 2**20) < 1e-9
 # ``p @ value`` save: each set together is the :math:`(L, S)` matrix again, twice the
 # weights' size in all, and for every block a copy of the scaled queries and the block's
 # output besides.
-# Under autograd the online softmax saves nothing; here it keeps more than the
-# reference.
+# So under autograd the online softmax alone saves no memory: here it keeps more than
+# the reference.
 # :func:`attention.tiled_attention` keeps exactly its output, :math:`(L, D_v)` per
 # head, and one log-sum-exp per query row, :math:`(D_v + 1) / S` of the weights' size,
 # because it brings its own backward pass: a ``torch.autograd.Function``, whose forward
@@ -539,9 +539,9 @@ for L, S, causal in shapes:
 # Exercises
 # ---------
 #
-# 1. **Any block size, any order.** Run the online softmax of the first section on the
-#    same 8 scores and values with blocks of 1 to 8 keys, and with the blocks taken
-#    last to first. Does the result change?
+# 1. **Any block size, any order.** Run the online softmax of "Softmax one block at a
+#    time" on the same 8 scores and values with blocks of 1 to 8 keys, and with the
+#    blocks taken last to first. Does the result change?
 
 # %%
 # .. solution 1

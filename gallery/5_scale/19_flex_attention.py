@@ -34,7 +34,8 @@ introduced with the other position schemes in
 # :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`, is ``k <= q``. The others take a
 # parameter and return the predicate. A sliding window keeps the ``window`` most recent
 # keys, the query's own included, and a prefix-LM lets every query also see the first
-# ``prefix`` keys:
+# ``prefix`` keys (:func:`attention.masks.prefix_lm`, written the same way). The sliding
+# window's predicate:
 #
 # .. literalinclude:: ../../../attention/masks.py
 #    :language: python
@@ -196,7 +197,7 @@ for name, (mask_mod, mask) in masks.items():
 # attention scores at :math:`c = 50`). It bounds the logits, so that no score grows
 # without limit during training or overflows in low precision. It does not stop one key
 # from taking all the weight: two capped scores can still differ by almost :math:`2c`, a
-# weight ratio of up to :math:`e^{2c}` (checked below):
+# weight ratio of up to :math:`e^{2c}`:
 #
 # .. literalinclude:: ../../../attention/flex.py
 #    :language: python
