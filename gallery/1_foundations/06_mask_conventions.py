@@ -635,7 +635,8 @@ assert torch.equal(causal_mask(L_new, S_all), causal_mask(S_all)[-L_new:])
 # the cache. (Decoding one token at a time, ``L = 1``, the new token may see every key,
 # and no mask is needed at all.) The two bottom-right forms give the same numbers; what
 # each costs in time depends on the kernel PyTorch picks for it, which
-# :ref:`sphx_glr_tutorials_5_scale_17_performance.py` measures.
+# :ref:`sphx_glr_tutorials_5_scale_17_performance.py` discusses (it times the flag
+# against the tensor at L = S).
 #
 # What to remember
 # ----------------

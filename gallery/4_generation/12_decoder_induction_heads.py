@@ -153,7 +153,7 @@ plt.show()
 # %%
 # For a while both halves sit at chance. Then the second half's loss falls (the
 # printed history says when and how far): the model learns to copy. The first half's
-# cannot go below the floor that random tokens allow (both printed below). When the fall
+# cannot go below the floor that random tokens allow (printed above). When the fall
 # starts changes with the run, and 400 steps do not always see it through: the held-out
 # second-half loss ended below 0.5 in all 30 runs that tuned this page (seeds 0-9 on
 # three CPU kernels) and in 16 of 20 runs on seeds never used to tune it. So the page

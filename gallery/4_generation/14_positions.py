@@ -621,10 +621,10 @@ claim("rotary copier: weight beyond 31 back at 128", beyond_128[copier], above=0
 
 by_hand = torch.tensor([2.0**-h for h in range(1, 9)], dtype=torch.float64)
 print("slopes by hand:", by_hand.tolist())
+assert torch.equal(alibi_slopes(8), by_hand)  # the package's slopes
 head_1_bias = alibi_bias(8, 16)[0, 10, 3].item()
 print(f"h = 1, query 10, key 3: bias {head_1_bias}")
 # sphinx_gallery_start_ignore
-assert torch.equal(alibi_slopes(8), by_hand)
 assert head_1_bias == -0.5 * (10 - 3)
 # sphinx_gallery_end_ignore
 

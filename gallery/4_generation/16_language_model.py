@@ -249,7 +249,7 @@ claim("validation loss below the bigram baseline (nats)", bigram - val_loss, abo
 # (``temperature=1``). Eight continuations of one prompt at once (a batch of eight
 # copies), with the same random numbers before and after training; the first of each is
 # printed. To put a number on "writes words": the share of the sampled words (runs of
-# three letters or more) that occur somewhere in the corpus.
+# three or more letters or underscores) that occur somewhere in the corpus.
 
 import re
 

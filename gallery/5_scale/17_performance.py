@@ -13,10 +13,10 @@ weights costs; and times the causal mask of
 :ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as a flag and as a
 tensor.
 
-Every time on the page comes from one timer, :func:`attention.measure.compare`, and is
-printed with the device it ran on. The site is built on a CPU: the section on timing a
-GPU runs only where there is one. ``make bench`` runs the larger benchmark behind the
-page.
+Every time on the page, but the two stopwatch readings of the section on timing a GPU,
+comes from one timer, :func:`attention.measure.compare`, and is printed with the device
+it ran on. The site is built on a CPU: the section on timing a GPU runs only where there
+is one. ``make bench`` runs the larger benchmark behind the page.
 """
 
 # %%

@@ -364,8 +364,8 @@ if rows:
     axes[0].set_ylabel("TFLOP/s (FlashAttention-2 count)")
     axes[0].legend()
     _ = fig.suptitle(f"Causal attention, bfloat16, D = 128\n{caption}")
+    # sphinx_gallery_end_ignore
     for r in rows:
-        # sphinx_gallery_end_ignore
         if r["frac_peak"]:
             rate, share = float(r["tflops"]), float(r["frac_peak"])
             print(f"  {r['impl']:>6} {r['mode']:>7} L = {r['L']:>5}: {rate:6.1f} "
@@ -394,7 +394,8 @@ else:
 #   :math:`dK` and :math:`dV`, one per block of queries for :math:`dQ`, so no two
 #   programs write to the same place, for two more products per pair of blocks.
 # - Triton's interpreter runs the same kernels on a CPU: slowly, and equal to PyTorch
-#   to rounding (bfloat16 excepted), which is how this page and the tests check them
+#   to rounding (bfloat16 runs only compiled, on a GPU), which is how this page and the
+#   tests check them
 #   without a GPU.
 #
 # API used on this page: :func:`attention.flash_triton.flash_attention`,

@@ -564,6 +564,12 @@ def test_every_cell_of_every_notebook_is_python_on_its_own(script):
     # leaves its words as code in the notebook.
     source = (GALLERY_DIR / script).read_text(encoding="utf-8")
     assert not re.search(r"sphinx_gallery_(start|end)_ignore[ \t]*\S", source), script
+    # Each end marker at its start marker's indentation: one that is deeper hides the head of
+    # a block (a loop's `for` line) and shows its body.
+    markers = re.findall(r"^([ \t]*)# sphinx_gallery_(start|end)_ignore$", source, re.MULTILINE)
+    for (indent, kind), (end_indent, end_kind) in zip(markers[::2], markers[1::2], strict=True):
+        assert (kind, end_kind) == ("start", "end"), f"{script}: markers out of order"
+        assert indent == end_indent, f"{script}: a hidden block ends at another indentation"
     gallery_conf = {"remove_config_comments": True}
     blocks = script_blocks(GALLERY_DIR / script, gallery_conf, hidden=True)
     cells = [(label, content) for label, content, _ in blocks if label in ("code", "hidden")]
