@@ -128,14 +128,22 @@ def check_dropout(p, name: str = "dropout") -> None:
 
 
 def check_features(
-    x, name: str, embed_dim: int, *, ndim: int | None = 3, like: Tensor | None = None
+    x,
+    name: str,
+    embed_dim: int,
+    *,
+    ndim: int | None = 3,
+    min_ndim: int = 1,
+    like: Tensor | None = None,
+    dim_name: str = "embed_dim",
 ) -> None:
-    """Check a float tensor of ``ndim`` dimensions whose last dimension is ``embed_dim``, with
-    the dtype and device of ``like`` (a parameter of the module it goes into) when given."""
-    check_tensor(x, name, ndim=ndim, min_ndim=1)
+    """Check a float tensor of ``ndim`` (or at least ``min_ndim``) dimensions whose last
+    dimension is ``embed_dim`` (named ``dim_name`` in the error), with the dtype and device of
+    ``like`` (a parameter of the module it goes into) when given."""
+    check_tensor(x, name, ndim=ndim, min_ndim=min_ndim)
     if x.shape[-1] != embed_dim:
         raise ValueError(
-            f"{name}'s last dimension must equal embed_dim={embed_dim}; got shape {tuple(x.shape)}"
+            f"{name}'s last dimension must equal {dim_name}={embed_dim}; got shape {tuple(x.shape)}"
         )
     if like is not None:
         check_same_kind(x, name, like, "the module's parameters")
@@ -272,6 +280,13 @@ def check_index(value, name: str, *, minimum: int = 0) -> None:
     check_int(value, name, minimum=minimum)
     if value >= INT64_LIMIT:
         raise ValueError(f"{name} must fit in int64 (below 2**63); got {value}")
+
+
+def check_sizes(device=None, **sizes: int) -> None:
+    """Check each of ``sizes`` with :func:`check_index`, named by its keyword, and ``device``."""
+    for name, size in sizes.items():
+        check_index(size, name)
+    check_factory(device, None)
 
 
 def check_float(value, name: str, *, positive: bool = False, greater_than=None) -> None:

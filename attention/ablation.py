@@ -27,6 +27,20 @@ def _check_attention(attn) -> None:
         check_int(getattr(attn, name, None), f"attn.{name}")
 
 
+def _check_head(attn, head, replacement) -> None:
+    """The checks of :func:`head_ablated`'s arguments."""
+    _check_attention(attn)
+    check_int(head, "head", minimum=0)
+    if head >= attn.num_heads:
+        raise ValueError(f"head must be in [0, num_heads={attn.num_heads}); got {head}")
+    if replacement is not None:
+        check_tensor(replacement, "replacement", ndim=1)
+        if replacement.shape[0] != attn.head_dim:
+            raise ValueError(
+                f"replacement must have D={attn.head_dim} entries; got {replacement.shape[0]}"
+            )
+
+
 @contextlib.contextmanager
 def head_ablated(attn: nn.Module, head: int, *, replacement: Tensor | None = None):
     """Switch off one head of ``attn`` while the block runs.
@@ -55,15 +69,8 @@ def head_ablated(attn: nn.Module, head: int, *, replacement: Tensor | None = Non
         >>> torch.equal(without, attn(x)[0])
         False
     """
-    _check_attention(attn)
-    check_int(head, "head", minimum=0)
-    if head >= attn.num_heads:
-        raise ValueError(f"head must be in [0, num_heads={attn.num_heads}); got {head}")
+    _check_head(attn, head, replacement)
     D = attn.head_dim
-    if replacement is not None:
-        check_tensor(replacement, "replacement", ndim=1)
-        if replacement.shape[0] != D:
-            raise ValueError(f"replacement must have D={D} entries; got {replacement.shape[0]}")
 
     def replace_head(module, args):
         merged = args[0].clone()  # (N, L, E)

@@ -210,6 +210,15 @@ class CausalSelfAttention(nn.Module):
             bias = alibi_penalty(slopes, positions[..., None], key).to(q.dtype)  # (N, H, L, S)
         return q, mask, bias
 
+    def _check_call(self, x: Tensor, cache, layer: int, need_weights: bool) -> None:
+        """The checks of :meth:`forward`'s arguments, before any arithmetic."""
+        check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
+        check_bool(need_weights, "need_weights")
+        check_int(layer, "layer", minimum=0)
+        KVCache.check(cache, self.num_kv_heads, self.head_dim)
+        if cache is not None:
+            cache.check_append(layer, *x.shape[:2], dtype=x.dtype, device=x.device)
+
     def forward(
         self,
         x: Tensor,
@@ -231,14 +240,9 @@ class CausalSelfAttention(nn.Module):
             tuple[Tensor, Tensor | None]: output :math:`(N, L, E)` and weights
             :math:`(N, H, L, S)`, or ``None`` when ``need_weights=False``.
         """
-        check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
-        check_bool(need_weights, "need_weights")
-        check_int(layer, "layer", minimum=0)
+        self._check_call(x, cache, layer, need_weights)
         N, L, E = x.shape
         H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
-        KVCache.check(cache, H_kv, D)
-        if cache is not None:
-            cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
         positions = None if cache is None else cache.positions(L)  # (N, L): rows of own lengths
 
         q = self.q_proj(x).view(N, L, H, D).transpose(1, 2)  # (N, L, E) -> (N, H, L, D)

@@ -330,7 +330,16 @@ class DecoderLM(nn.Module):
         return tokens
 
 
-def _check_sampling(temperature, top_k, top_p) -> None:
+def _check_sampling(temperature, top_k, top_p, logits=None) -> None:
+    """The checks of the sampling options; with ``logits``, of :func:`sampling_distribution`'s
+    arguments, where temperature 0 (greedy decoding) has no distribution to sample."""
+    if logits is not None:
+        if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() < 1:
+            raise TypeError("logits must be a floating-point tensor of shape (*, V)")
+        if logits.shape[-1] == 0:
+            raise ValueError(f"logits must score at least one token (V >= 1); got {logits.shape}")
+        if temperature == 0:
+            raise ValueError("temperature must be above 0 to sample; temperature 0 is greedy")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise TypeError(f"temperature must be a float; got {type(temperature).__name__}")
     if temperature != 0:
@@ -382,13 +391,7 @@ def sampling_distribution(
         >>> sampling_distribution(logits, top_p=0.8)  # the two most likely hold 0.88
         tensor([0.7311, 0.2689, 0.0000, 0.0000])
     """
-    if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() < 1:
-        raise TypeError("logits must be a floating-point tensor of shape (*, V)")
-    if logits.shape[-1] == 0:
-        raise ValueError(f"logits must score at least one token (V >= 1); got {logits.shape}")
-    if temperature == 0:
-        raise ValueError("temperature must be above 0 to sample; temperature 0 is greedy")
-    _check_sampling(temperature, top_k, top_p)
+    _check_sampling(temperature, top_k, top_p, logits)
     # In float64, and from the largest logit down: a temperature as small as 1e-300 then gives
     # 0 for the most likely token and -inf for the others, never 0 / 0.
     shifted = logits.double() - logits.double().amax(dim=-1, keepdim=True)  # (*, V)

@@ -330,6 +330,24 @@ class MultiHeadLatentAttention(nn.Module):
             q = self.q_up(self.q_norm(self.q_down(x)))  # (N, L, d_c') -> (N, L, H (d_h + d_h^R))
         return q.view(N, L, self.num_heads, -1).transpose(1, 2)  # (N, H, L, d_h + d_h^R)
 
+    def _check_call(self, x: Tensor, cache, layer: int, need_weights: bool, absorb) -> bool:
+        """The checks of :meth:`forward`'s arguments, before any arithmetic; ``absorb`` resolved."""
+        check_features(x, "x", self.embed_dim, like=self.kv_down.weight)
+        check_bool(need_weights, "need_weights")
+        check_int(layer, "layer", minimum=0)
+        absorb = cache is not None if absorb is None else absorb
+        check_bool(absorb, "absorb")
+        if cache is not None:
+            if not isinstance(cache, LatentCache):
+                raise TypeError(f"cache must be a LatentCache or None; got {type(cache).__name__}")
+            if (cache.latent_dim, cache.rope_dim) != (self.latent_dim, self.rope_dim):
+                raise ValueError(
+                    f"the cache holds latents of {cache.latent_dim} and rotary keys of "
+                    f"{cache.rope_dim}; expected {self.latent_dim} and {self.rope_dim}"
+                )
+            cache.check_append(layer, *x.shape[:2], dtype=x.dtype, device=x.device)
+        return absorb
+
     def forward(
         self,
         x: Tensor,
@@ -355,21 +373,10 @@ class MultiHeadLatentAttention(nn.Module):
             tuple[Tensor, Tensor | None]: output :math:`(N, L, E)` and weights
             :math:`(N, H, L, S)`, or ``None``.
         """
-        check_features(x, "x", self.embed_dim, like=self.kv_down.weight)
-        check_bool(need_weights, "need_weights")
-        check_int(layer, "layer", minimum=0)
-        absorb = cache is not None if absorb is None else absorb
-        check_bool(absorb, "absorb")
+        absorb = self._check_call(x, cache, layer, need_weights, absorb)
         N, L, _ = x.shape
         H, d_h, d_R, d_c, d_v = (self.num_heads, self.head_dim, self.rope_dim, self.latent_dim,
                                  self.value_dim)  # fmt: skip
-        if cache is not None:
-            if not isinstance(cache, LatentCache):
-                raise TypeError(f"cache must be a LatentCache or None; got {type(cache).__name__}")
-            if (cache.latent_dim, cache.rope_dim) != (d_c, d_R):
-                raise ValueError(f"the cache holds latents of {cache.latent_dim} and rotary keys "
-                                 f"of {cache.rope_dim}; expected {d_c} and {d_R}")  # fmt: skip
-            cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
 
         q_nope, q_rope = self.query(x).split([d_h, d_R], dim=-1)  # (N, H, L, d_h), (.., d_h^R)
         latent = self.kv_norm(self.kv_down(x))  # (N, L, E) -> (N, L, d_c)

@@ -258,6 +258,30 @@ class LinearAttention(nn.Module):
             )
         return cls(config.embed_dim, config.num_heads, bias=config.bias)
 
+    def _check_call(self, x: Tensor, cache, layer: int, need_weights: bool) -> None:
+        """The checks of :meth:`forward`'s arguments, before any arithmetic."""
+        check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
+        check_bool(need_weights, "need_weights")
+        check_int(layer, "layer", minimum=0)
+        H, D = self.num_heads, self.head_dim
+        if cache is not None:
+            if not isinstance(cache, RecurrentState):
+                raise TypeError(
+                    f"cache must be a RecurrentState or None; got {type(cache).__name__}"
+                )
+            if (cache.num_heads, cache.head_dim, cache.value_dim) != (H, D, D):
+                raise ValueError(
+                    f"the state holds {cache.num_heads} heads of D={cache.head_dim} (D_v="
+                    f"{cache.value_dim}); expected {H} heads of D={D}"
+                )
+            cache.check_append(layer, *x.shape[:2], dtype=x.dtype, device=x.device)
+            if need_weights and cache.length:
+                raise ValueError(
+                    "need_weights=True needs every key, which a RecurrentState of "
+                    f"{cache.length} positions no longer holds; ask for the weights without "
+                    "a state, or of its first call"
+                )
+
     def forward(
         self,
         x: Tensor,
@@ -280,28 +304,9 @@ class LinearAttention(nn.Module):
         Returns:
             tuple[Tensor, Tensor | None]: output :math:`(N, L, E)` and weights or ``None``.
         """
-        check_features(x, "x", self.embed_dim, like=self.q_proj.weight)
-        check_bool(need_weights, "need_weights")
-        check_int(layer, "layer", minimum=0)
+        self._check_call(x, cache, layer, need_weights)
         N, L, E = x.shape
         H, D = self.num_heads, self.head_dim
-        if cache is not None:
-            if not isinstance(cache, RecurrentState):
-                raise TypeError(
-                    f"cache must be a RecurrentState or None; got {type(cache).__name__}"
-                )
-            if (cache.num_heads, cache.head_dim, cache.value_dim) != (H, D, D):
-                raise ValueError(
-                    f"the state holds {cache.num_heads} heads of D={cache.head_dim} (D_v="
-                    f"{cache.value_dim}); expected {H} heads of D={D}"
-                )
-            cache.check_append(layer, N, L, dtype=x.dtype, device=x.device)
-            if need_weights and cache.length:
-                raise ValueError(
-                    "need_weights=True needs every key, which a RecurrentState of "
-                    f"{cache.length} positions no longer holds; ask for the weights without "
-                    "a state, or of its first call"
-                )
 
         q = elu_feature_map(self.q_proj(x)).view(N, L, H, D).transpose(1, 2)  # (N, H, L, D)
         k = elu_feature_map(self.k_proj(x)).view(N, L, H, D).transpose(1, 2)  # (N, H, L, D)

@@ -22,6 +22,7 @@ from ._checks import (
     check_lengths,
     check_padding_lengths,
     check_required_mask,
+    check_sizes,
 )
 
 __all__ = [
@@ -134,9 +135,7 @@ def prefix_lm(prefix: int):
 
 def _grid(predicate, L: int, S: int, device) -> Tensor:
     """``predicate`` at every query and key: (L, S), the queries the last L of S positions."""
-    check_index(L, "L")
-    check_index(S, "S")
-    check_factory(device, None)
+    check_sizes(device, L=L, S=S)
     query = torch.arange(S - L, S, device=device)[:, None]  # positions of the queries  (L, 1)
     key = torch.arange(S, device=device)  # (S,)
     return predicate(query, key)  # (L, 1) vs (S,) -> (L, S)
@@ -251,25 +250,27 @@ def to_torch_key_padding_mask(mask: Tensor) -> Tensor:
     return ~mask
 
 
-def _allowed(torch_mask: Tensor, name: str, *, ndim: int | None = None) -> Tensor:
-    """``True`` = may attend, from a torch mask that is bool (True = blocked) or additive float."""
+def _check_torch_mask(torch_mask: Tensor, name: str, ndim: int | None) -> None:
+    """A torch mask: bool, or additive float of ``0`` and ``-inf`` only."""
     if not isinstance(torch_mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(torch_mask).__name__}")
     if ndim is not None and torch_mask.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D; got shape {tuple(torch_mask.shape)}")
-    if torch_mask.dtype == torch.bool:
-        return ~torch_mask
+    if torch_mask.dtype != torch.bool and not torch_mask.is_floating_point():
+        raise TypeError(f"{name} must be a bool or floating-point tensor; got {torch_mask.dtype}")
     if torch_mask.is_floating_point():
         check_has_values(torch_mask, name)
-        if torch.isnan(torch_mask).any() or torch.isposinf(torch_mask).any():
-            raise ValueError(f"{name} must not contain NaN or +inf")
-        if ((torch_mask != 0) & ~torch.isneginf(torch_mask)).any():
-            raise ValueError(
-                f"{name} holds finite non-zero values: an additive float mask that biases scores "
-                "(rather than blocking them) has no bool equivalent; pass only 0 and -inf"
-            )
-        return torch_mask == 0
-    raise TypeError(f"{name} must be a bool or floating-point tensor; got {torch_mask.dtype}")
+        if not ((torch_mask == 0) | torch.isneginf(torch_mask)).all():
+            raise ValueError(f"{name} must hold only 0 and -inf: an additive float mask that "
+                             "biases scores has no bool equivalent")  # fmt: skip
+
+
+def _allowed(torch_mask: Tensor, name: str, *, ndim: int | None = None) -> Tensor:
+    """``True`` = may attend, from a torch mask that is bool (True = blocked) or additive float."""
+    _check_torch_mask(torch_mask, name, ndim)
+    if torch_mask.dtype == torch.bool:
+        return ~torch_mask
+    return torch_mask == 0  # 0 = may attend, -inf = blocked
 
 
 def from_torch_masks(attn_mask: Tensor | None = None, key_padding_mask: Tensor | None = None):

@@ -24,7 +24,6 @@ from ._checks import (
     check_float,
     check_index,
     check_on_device,
-    check_tensor,
 )
 
 __all__ = ["PositionalEncoding", "RotaryEmbedding", "alibi_slopes", "alibi_penalty", "alibi_bias"]
@@ -181,12 +180,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: Tensor, *, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         """Rotate ``x`` :math:`(*, L, D)`, whose row ``l`` sits at position ``offset + l``, or
         at ``positions[..., l]`` (integers broadcastable to ``x.shape[:-1]``) when given."""
-        check_tensor(x, "x", min_ndim=2)
-        if x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"x's last dimension must equal head_dim={self.head_dim}; "
-                f"got shape {tuple(x.shape)}"
-            )
+        check_features(x, "x", self.head_dim, ndim=None, min_ndim=2, dim_name="head_dim")
         L, D = x.shape[-2:]
         exact = torch.float32 if x.device.type == "mps" else torch.float64
         if positions is None:

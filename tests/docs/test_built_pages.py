@@ -5,6 +5,7 @@ favicon). The layout in a browser is checked in tests/site/test_layout.py."""
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -131,6 +132,43 @@ def test_pages_show_the_attention_code_not_the_figure_layout():
         shown[Path(script).stem] = len(layout)
     heavy = {stem: n for stem, n in shown.items() if n > MAX_FIGURE_LINES}
     assert not heavy, f"figure layout shown to the reader (lines per page): {heavy}"
+
+
+#: The input checks a package excerpt may open with before its idea: one line, a check helper's
+#: call (the checks themselves are on the API page and in the downloaded package).
+MAX_LEADING_CHECKS = 1
+#: A package excerpt on a page: the file and the object shown.
+EXCERPT = re.compile(
+    r"# \.\. literalinclude:: (?:\.\./)+(\S+)\n(?:#    :.*\n)*?#    :pyobject: (\S+)"
+)
+
+
+def _checks_only(statement: ast.stmt) -> bool:
+    """A statement that only checks arguments: a call of a ``check`` helper, or an ``if`` that
+    only raises."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        name = ast.unparse(statement.value.func).rsplit(".", 1)[-1]
+        return name.lstrip("_").startswith("check")
+    if isinstance(statement, ast.If):
+        return all(isinstance(s, ast.Raise) for s in statement.body) and not statement.orelse
+    return False
+
+
+def test_package_excerpts_open_with_the_idea_not_the_input_checks():
+    opening, seen = {}, 0
+    for script in gallery_scripts():
+        text = (GALLERY_DIR / script).read_text(encoding="utf-8")
+        for path, name in EXCERPT.findall(text):
+            node = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+            for part in name.split("."):
+                node = next(n for n in ast.iter_child_nodes(node) if getattr(n, "name", "") == part)
+            seen += 1
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            checks = next((i for i, s in enumerate(body) if not _checks_only(s)), len(body))
+            if checks > MAX_LEADING_CHECKS:
+                opening[f"{Path(script).stem}: {name}"] = checks
+    assert seen > 40, f"only {seen} excerpts found: has the literalinclude syntax changed?"
+    assert not opening, f"excerpts that open with more than one line of checks: {opening}"
 
 
 def test_what_you_will_learn_covers_every_page(html_dir: Path):

@@ -189,9 +189,9 @@ _KEYS = torch.zeros(2, 3, dtype=torch.bool)
 @pytest.mark.parametrize(
     "attn_mask, key_padding_mask, error, match",
     [
-        (torch.tensor([[0.0, 0.5]]), None, ValueError, r"attn_mask holds finite non-zero"),
-        (torch.tensor([[0.0, torch.nan]]), None, ValueError, r"attn_mask must not .*NaN"),
-        (torch.tensor([[0.0, torch.inf]]), None, ValueError, r"attn_mask must not .*\+inf"),
+        (torch.tensor([[0.0, 0.5]]), None, ValueError, r"attn_mask must hold only 0 and"),
+        (torch.tensor([[0.0, torch.nan]]), None, ValueError, r"attn_mask must hold only 0 and"),
+        (torch.tensor([[0.0, torch.inf]]), None, ValueError, r"attn_mask must hold only 0 and"),
         (torch.tensor([[0, 1]]), None, TypeError, r"attn_mask must be a bool or float"),
         ([[True]], None, TypeError, r"attn_mask must be a torch.Tensor"),
         (None, torch.tensor([0.0, 0.25]), ValueError, r"key_padding_mask must be 2-D"),
