@@ -126,7 +126,8 @@ plt.show()
 #
 # Any leading dimensions ride along: with a batch of :math:`N` sequences and :math:`H`
 # heads the tensors are :math:`(N, H, L, D)`, and the same four lines work unchanged,
-# because ``@`` and ``softmax(dim=-1)`` act on the last two axes only.
+# because ``@`` multiplies over the last two axes only and ``softmax(dim=-1)``
+# normalises over the last one.
 
 query4, key4, value4 = (
     torch.randn(2, 6, n, d).to(device) for n, d in [(L, D), (S, D), (S, Dv)]
@@ -212,7 +213,8 @@ claim(
 # robust`` runs every page that way and tabulates each claim's smallest margin (when
 # ``ATTENTION_CLAIMS`` names a file, ``claim`` writes each value and its margin there).
 # The rest of the site states its claims the same way; a check that only guards the
-# build, rather than teaching something, is left out of the page.
+# build, rather than teaching something, is hidden from the page (the build still runs
+# it, and the downloaded script keeps it).
 #
 # The variances, drawn:
 
@@ -387,11 +389,12 @@ claim(
 # printed above has its largest weight over 0.95. In every drawn row the scaled weight
 # is the smaller one, and it has to be, for any scores: the largest weight of the row
 # :math:`c\,s` is :math:`1 / \sum_j e^{c\,(s_j - s_{\max})}`, and as :math:`c`
-# falls from 1 (not scaled) to :math:`1/\sqrt{D}` every term of the sum grows, since
-# :math:`s_j - s_{\max} \le 0`, so the largest weight falls. Over all the queries, the
-# same scores divided by :math:`\sqrt{512}` bring the mean largest weight down to the
-# second value printed above, and the share of rows over 0.95 down to the second
-# percentage: on average a query's attention is spread over several keys.
+# falls from 1 (not scaled) to :math:`1/\sqrt{D}` every term with
+# :math:`s_j < s_{\max}` grows and the others stay 1, so the largest weight falls.
+# Over all the queries, the same scores divided by :math:`\sqrt{512}` bring the mean
+# largest weight down to the second value printed above, and the share of rows over
+# 0.95 down to the second percentage: on average a query's attention is spread over
+# several keys.
 #
 # A saturated softmax passes almost no gradient
 # ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
@@ -525,17 +528,19 @@ claim(
 #
 # :func:`attention.scaled_dot_product_attention` is these four lines plus what a library
 # needs: input checks, masks, dropout, and two options that later pages use. Steps 1
-# and 2, the scores, are formed in one small function, shared by every attention path
-# that the package computes itself:
+# and 2, the scores, are formed in one small function, shared by every path of the
+# package that computes softmax attention in PyTorch:
 #
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
 #    :pyobject: _scores
 #
-# The queries are scaled *before* the product: in ``float16`` an unscaled
-# :math:`QK^\top` can overflow (above 65504) while the scaled scores fit. The ``bias``
-# and the mask come after the scale (the mask fill is explained in
-# :ref:`blocking-keys`). The whole function, docstring included:
+# The product is taken in float32 at least (``accumulation_dtype``), so that with
+# ``float16`` inputs a score may pass 65504, ``float16``'s largest number, without
+# overflowing; the queries are scaled *before* it, :math:`L \times D` multiplications
+# rather than :math:`L \times S`. The ``bias`` and the mask come after the scale (the
+# mask fill is explained in :ref:`blocking-keys`). The whole function, docstring
+# included:
 #
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
@@ -559,8 +564,9 @@ claim(
 #   to a key, and a blocked key gets weight exactly 0 (how the fill in ``_scores`` and
 #   the zeroing after the softmax do it, and why both: :ref:`blocking-keys`). Masks are
 #   the subject of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`.
-# - ``dropout_p`` randomly zeroes weights whenever it is positive (the modules pass 0 in
-#   evaluation mode); it is 0 by default.
+# - ``dropout_p`` randomly zeroes weights whenever it is positive, and scales the ones
+#   it keeps by :math:`1/(1 - p)` (the modules pass 0 in evaluation mode); it is 0 by
+#   default.
 #
 # It returns the weights as well as the output, which is what lets these pages draw
 # them. Here it is on the tensors from the top of the page, with one key blocked by a
@@ -620,8 +626,9 @@ print(
 # - Scaled dot-product attention is four steps: scores :math:`QK^\top` :math:`(L, S)`,
 #   divide by :math:`\sqrt{D}`, softmax over the keys, weighted sum of the values
 #   :math:`(L, D_v)`. Leading batch and head dimensions ride along.
-# - The variance of a dot product of two random :math:`D`-vectors is :math:`D`; dividing
-#   by :math:`\sqrt{D}` brings it back to 1.
+# - The variance of a dot product of two random :math:`D`-vectors, with independent
+#   entries of mean 0 and variance 1, is :math:`D`; dividing by :math:`\sqrt{D}` brings
+#   it back to 1.
 # - Without the scale, large :math:`D` saturates the softmax (one key takes all the
 #   weight) and the gradient through it vanishes; with it, attention stays soft and
 #   trainable.

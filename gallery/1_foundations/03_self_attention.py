@@ -47,10 +47,11 @@ check by eye.
 #   :ref:`sphx_glr_tutorials_1_foundations_05_masks.py`).
 # - ``q``, ``k`` and ``v`` are three projections of the same ``x``, each
 #   :math:`(N, L, E)`.
-# - ``q[:, None]`` inserts a *head* axis of size 1, :math:`(N, 1, L, E)`, because
-#   :func:`attention.scaled_dot_product_attention` treats everything before the last two
-#   axes as batch; the result comes back as :math:`(N, 1, L, E)` and weights
-#   :math:`(N, 1, L, L)`. The next page puts several heads on that axis.
+# - ``q[:, None]`` inserts a *head* axis of size 1, :math:`(N, 1, L, E)`, where such a
+#   mask expects it; :func:`attention.scaled_dot_product_attention` treats everything
+#   before the last two axes as batch, so the axis rides along, and the result comes
+#   back as :math:`(N, 1, L, E)` and weights :math:`(N, 1, L, L)`. The next page puts
+#   several heads on that axis.
 # - ``out[:, 0]`` and ``weights[:, 0]`` remove the head axis again.
 #
 # With :math:`X` the :math:`(L, E)` matrix of one sentence's token vectors, that is

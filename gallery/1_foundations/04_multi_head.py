@@ -481,10 +481,11 @@ plt.show()
 
 # %%
 # Top left, the one head: one distribution per query. In the other eight panels, eight
-# per query. In this run the eight heads' favourite keys for "it" include several
-# different words (counted above), but every weight stays near uniform (compare 1/L
-# with the largest weight, both printed above): the differences are random starting
-# points, not patterns. The columns of the two "the" tokens are identical in every
+# per query. The eight heads' favourite keys for "it" are not all the same word (the
+# count printed above; more than one in every run of the project's sweep), but no
+# weight comes near 1: the largest in any panel, printed above beside the uniform 1/L,
+# stays below 0.5 in every run. The differences are random starting points, not
+# patterns. The columns of the two "the" tokens are identical in every
 # panel: equal tokens give equal keys, since nothing tells the model about positions
 # yet.
 #

@@ -142,8 +142,9 @@ plt.show()
 #
 # A blocked key gets a weight of exactly 0, and the weights that are left still sum to
 # 1 in every row that has a key left: here every row, since every query may see key 0,
-# a real token (a row with no key left gets weights 0, :ref:`empty-rows`; the two lines
-# that do it, and why each, are in :ref:`blocking-keys`). Here is a small
+# a real token (a row with no key left gets weights 0; the next page shows it in
+# :ref:`empty-rows`, and the two lines that do it, and why each, in
+# :ref:`blocking-keys`). Here is a small
 # :class:`attention.MultiHeadAttention` on random token vectors, with the combined mask:
 
 from attention import MultiHeadAttention, plot_attention

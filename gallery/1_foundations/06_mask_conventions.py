@@ -143,7 +143,9 @@ header = ("path", "argument", "dtype", "may attend", "blocked", "max |diff|")
 widths = (22, 18, 8, 11, 8, 9)
 # sphinx_gallery_end_ignore
 
-# add_row(path, argument, mask, output, reference): one line of the table
+# Out of view: add_row(path, argument, mask, output, reference, at) adds a line to
+# `table` from the mask's values at a cell that may attend and one that is blocked
+# (`am_at`, `kpm_at`: those cells in torch's two masks); `header`, `widths` lay it out.
 with torch.no_grad():
     reference, _ = scaled_dot_product_attention(q, k, v, both)  # (N, H, L, D)
     add_row("ours, function", "mask", both, reference, reference)
@@ -311,10 +313,10 @@ assert (
 # How this package blocks a key
 # -----------------------------
 #
-# This package writes neither ``-inf`` nor a constant picked by hand, such as ``-1e9``,
-# that fits one dtype and overflows another. It blocks a key in two steps. The first is
-# in the function that forms the scores on every attention path that the package
-# computes itself:
+# This package's PyTorch code writes neither ``-inf`` nor a constant picked by hand,
+# such as ``-1e9``, that fits one dtype and overflows another. It blocks a key in two
+# steps. The first is in the function that forms the scores on every path of the
+# package that computes softmax attention in PyTorch:
 #
 # .. literalinclude:: ../../../attention/functional.py
 #    :language: python
@@ -327,11 +329,12 @@ assert (
 #     weights = weights.masked_fill(~mask, 0.0)  # a row with no allowed key: all 0
 #
 # - Before the softmax, blocked scores are filled with
-#   ``torch.finfo(scores.dtype).min``, the most negative finite number of whatever
-#   dtype the scores have (float16's is printed above). It is finite in every dtype, so
-#   nothing turns into ``-inf``, and it is so far below any real score that once the
-#   softmax subtracts the row's maximum its ``exp`` is 0: in a row with at least one
-#   allowed key, every blocked key gets a weight of exactly 0.
+#   ``torch.finfo(scores.dtype).min``, the most negative finite number of the scores'
+#   dtype, which is float32 at least (``_scores`` computes in ``accumulation_dtype``:
+#   float16 inputs get float32's, not the float16 one printed above). It is finite in
+#   every dtype, so nothing turns into ``-inf``, and it is so far below any real score
+#   that once the softmax subtracts the row's maximum its ``exp`` is 0: in a row with
+#   at least one allowed key, every blocked key gets a weight of exactly 0.
 # - After the softmax, the blocked weights are set to 0 again. That changes nothing in
 #   a row with an allowed key. In a row with *none*, the fill made every score equal,
 #   the softmax made the row uniform, and the zeroing turns it into weights 0 and
@@ -412,7 +415,7 @@ def describe(t, mean=None):
 # sphinx_gallery_end_ignore
 
 
-# describe(t, mean): "0", "NaN", "mean of all values", "not returned" or "other"
+# describe (out of view): "0", "NaN", "mean of all values", "not returned", "other"
 am, kpm = to_torch_attn_mask(causal), to_torch_key_padding_mask(left)
 rows = []
 out, w = scaled_dot_product_attention(qe, ke, ve, left_both)
@@ -469,10 +472,11 @@ if device.type == "cpu":  # kernel-dependent paths: checked where the page is bu
 # This package gives 0 for both the output and the weights, with finite gradients. The
 # ``-1e9`` mask gives no NaN but silently attends to *everything*, padding and future
 # tokens included: its output is the plain average of all values.
-# ``nn.MultiheadAttention`` gives NaN when it returns weights. On the device and torch
-# version printed above the table, its fast path gives NaN too, while
+# ``nn.MultiheadAttention`` gives NaN when it returns weights. On the CPU, with the
+# torch version printed above the table, its fast path gives NaN too, while
 # ``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` without weights
-# return 0 (kernels differ between devices: check yours).
+# return 0 (the build checks these four on the CPU only; kernels differ between
+# devices, and the table shows the device it ran on).
 #
 # NaN does not stay where it starts. The rows that came out NaN belong to padding
 # positions, which the next layer masks as keys; but a blocked key still has its value

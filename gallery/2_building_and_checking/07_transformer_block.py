@@ -305,9 +305,9 @@ assert ffn_moved.tolist() == [i == 7 for i in range(L)] and attn_moved.all()
 # RMS about 1, the branches are small next to the stream: each branch's RMS, as a
 # fraction of the stream's (printed below), is under 0.5 in all 30 runs of the sweep
 # (seeds 0 to 9 on three CPU kernels), and the lowest cosine of a token's output with
-# its input is above 0.8, so each block starts close to the identity. The LayerNorm
-# then rescales every token to mean 0 and standard deviation 1 over its ``E`` features
-# (its gain starts at 1 and its bias at 0):
+# its input is above 0.8, so on this input the block starts close to the identity.
+# The LayerNorm then rescales every token to mean 0 and standard deviation 1 over its
+# ``E`` features (its gain starts at 1 and its bias at 0):
 
 
 def rms(t):
@@ -528,8 +528,8 @@ plot_per_block(
 # left the last (the ratio printed above, below 1). In pre-LN the stream is a plain sum,
 # so the gradient at the top reaches every block through the sum, and the branches add
 # paths of their own: here it reaches the first block stronger (the ratio above 1). Both
-# ratios are claims, and hold for seeds 0 to 9 on three CPU kernels (30 runs). Depth
-# makes the difference grow, as the same measurement for stacks of 6 to 48 blocks shows:
+# ratios are claims, and hold for seeds 0 to 9 on three CPU kernels (30 runs). The same
+# measurement for stacks of 6 to 48 blocks shows how the two ratios change with depth:
 
 print("blocks   gradient entering block 1 / entering the last block")
 print("         post-LN   pre-LN")
@@ -560,9 +560,9 @@ claim("pre-LN ratio, lowest", min(r[1] for r in ratios.values()), above=1)
 # post-LN's gradients are largest near the output, which is why post-LN needs a
 # learning-rate warm-up, and that pre-LN trains without one. Pre-LN pays with a stream
 # that grows with depth and needs a final LayerNorm. At 6 blocks, the depth of
-# :cite:t:`vaswani2017`, post-LN loses little (the first line of the table), and
-# ``nn.TransformerEncoderLayer`` still defaults to it (``norm_first=False``), as does
-# this package.
+# :cite:t:`vaswani2017`, post-LN loses little in this run (the first line of the
+# table), and ``nn.TransformerEncoderLayer`` still defaults to it
+# (``norm_first=False``), as does this package.
 #
 # Equal to ``nn.TransformerEncoderLayer``
 # ---------------------------------------
@@ -625,8 +625,8 @@ for norm_first in (False, True):
 # - Only attention mixes tokens; the feed-forward network, which holds most of the
 #   parameters, works on each token alone.
 # - Dropout goes on the attention weights, inside the feed-forward network and on each
-#   branch before the sum, never after a LayerNorm, where it would erase part of the
-#   residual stream.
+#   branch before the sum, never on the residual stream itself (after a post-LN
+#   LayerNorm), where it would erase part of the stream.
 # - At initialisation, post-LN keeps activations at scale but weakens the gradient on
 #   its way down a deep stack; in pre-LN it reached the first block stronger in every
 #   stack measured here, while the stream grows with depth and needs a final LayerNorm.

@@ -241,9 +241,11 @@ claim("float64 error at eps = 1e-6", error64, below=1e-8)
 
 # %%
 # A smaller error in float32 would need a larger step, but a larger step brings the
-# other error of finite differences: the curvature of :math:`f` that the straight line
-# between :math:`x \pm \epsilon` ignores, which grows like :math:`\epsilon^2`. Sweeping
-# the step shows the two errors meet at a floor:
+# other error of finite differences: the slope of the straight line through
+# :math:`f(x - \epsilon)` and :math:`f(x + \epsilon)` is not the slope at :math:`x`.
+# The curvature cancels between the two sides; what is left, about
+# :math:`\epsilon^2 f'''(x) / 6`, grows like :math:`\epsilon^2`. Sweeping the step shows
+# the two errors meet at a floor:
 
 steps = torch.logspace(-12, -1, 34).tolist()
 sweep = {"float32": [], "float64": []}
@@ -283,13 +285,13 @@ plt.show()
 # Left of each valley, rounding dominates and the error grows as the step shrinks; at
 # the far left of the float32 curve the step is too small to change :math:`x` at all,
 # the numerical derivative is 0 and the error is the size of the derivative itself.
-# Right of each valley, curvature dominates. gradcheck's step sits deep in float32's
-# rounding slope. Float32 only gets under the tolerance near the bottom of its valley,
-# at a step more than a thousand times larger (printed above), where the result depends
-# on how curved this particular function is; even there its error is several orders of
-# magnitude above float64's. In float64 the default step has room to spare, so gradients
-# are checked in float64, which every module of the package accepts through
-# ``dtype=torch.float64``.
+# Right of each valley, the :math:`\epsilon^2` term dominates. gradcheck's step sits
+# deep in float32's rounding slope. Float32 only gets under the tolerance near the
+# bottom of its valley, at a step more than a thousand times larger (printed above),
+# where the result depends on this particular function's third derivatives; even there
+# its error is several orders of magnitude above float64's. In float64 the default step
+# has room to spare, so gradients are checked in float64, which every module of the
+# package accepts through ``dtype=torch.float64``.
 #
 # A query that may attend to nothing
 # ----------------------------------
@@ -587,8 +589,8 @@ claim(
 #   big.
 # - Check in float64: at gradcheck's default step, float32 rounding in the finite
 #   differences is far larger than its tolerance; float32 gets under it only in a narrow
-#   range of much larger steps, which depends on the function's curvature (the sweep
-#   above).
+#   range of much larger steps, which depends on the function's third derivatives (the
+#   sweep above).
 # - Check deterministic functions: evaluation mode, or no dropout.
 # - A query that may attend to nothing gets output 0 and gradient 0 for itself, sends no
 #   gradient to any key or value, and everything else keeps finite gradients.
