@@ -7,10 +7,9 @@ Three fixes, in this order, on every translation (msgstr) of the catalogues name
 
 1. **Terms.** One Chinese term per concept (:data:`TERMS`: 「瓦片」 is 「块」, 「本软件包」 is
    「本包」, ...), as ``locale/zh_CN/glossary.csv`` fixes them.
-2. **Glosses.** An English gloss in brackets (「注意力（attention）」) stays only at its first use
-   in the course, in the pages' order; :func:`glosses` finds them. A page run alone keeps a
-   gloss that an earlier page of the course already has only if that page is not in the
-   catalogues: the pages before it are read (never written) to know what is glossed.
+2. **Glosses.** An English gloss in brackets (「注意力（attention）」) stays only at the first use
+   of its concept in the course, in the pages' order (:func:`glosses`, :func:`gloss_concept`);
+   the course's other catalogues are read, never written, to know what an earlier page glosses.
 3. **Spaces.** reST needs a space between a Chinese character and inline markup, and a plain
    space shows: 「整门课程 分为」. Where the markup shows Chinese on the side of that space, the
    space becomes reST's escaped space ``\\ `` (which shows nothing), or goes where a
@@ -37,6 +36,7 @@ CATALOGUES = ROOT / "locale" / "zh_CN" / "LC_MESSAGES"
 CHINESE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff01-\uff60]")
 
 #: One Chinese term per concept: (a term that drifted, the glossary's term). Applied in order.
+#: (「暂退法」 became the glossary's "dropout" by hand: Latin after Chinese needs a space.)
 TERMS = (
     ("瓦片图", "分块图"),
     ("瓦片", "块"),
