@@ -391,6 +391,7 @@ _PY_ROLES = {"class", "func", "meth", "attr", "mod", "data", "exc", "obj", "cons
 _PAREN_ROLES = {"func", "meth"}
 _LITERAL_BLOCK_INTRO = re.compile(r"::[ \t]*$")
 _HYPERLINK = re.compile(r"`([^`<]+?)\s*<([^<>`]+)>`__?")
+_ESCAPED_SPACE = re.compile(r"(?<!\\)\\ ")
 
 
 class Links:
@@ -678,7 +679,9 @@ class _Converter:
             text = _HYPERLINK.sub(lambda m: self._hold(f"{m.group(1)} ({m.group(2)})"), text)
         else:
             text = _INLINE_LITERAL.sub(lambda m: self._hold(m.group(0)), text)
-        return _ROLE.sub(self._role, text)
+        text = _ROLE.sub(self._role, text)
+        # reST's escaped space, which separates markup from a Chinese character, shows nothing.
+        return _ESCAPED_SPACE.sub("", text)
 
     def _role(self, match: re.Match) -> str:
         role = match.group("role")

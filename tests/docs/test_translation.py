@@ -99,7 +99,9 @@ def test_a_notebooks_prerequisites_line_reads_as_the_pages():
     assert len(lines) == len(gallery_scripts())
     time = re.escape(reading_time).replace(r"\{\}", r"\d+")
     for entry in lines:
-        assert entry.msgstr.startswith(label + " "), entry.msgstr[:40]
+        # The label, then a space: reST's escaped one where a Chinese title follows, which shows
+        # none (tests/docs/zh_fixes.py), or a plain one (a catalogue not fixed yet).
+        assert entry.msgstr.startswith((label + "\\ ", label + " ")), entry.msgstr[:40]
         assert re.search(time + "$", entry.msgstr), entry.msgstr[-40:]
         if ", :ref:" in entry.msgid:
             assert between + ":ref:" in entry.msgstr, entry.msgstr
