@@ -3,19 +3,23 @@
 A page that trains a model (a recipe of :mod:`attention.recipes`, or the loop of
 :mod:`attention.training`) and draws weights with ``plot_attention`` saves the example it draws
 with ``save_head_view(name, ...)`` in its code and places ``.. head-view:: name`` in its text
-(docs/_ext/attention_headviews.py), so that a new page cannot forget it. Read from the sources:
-no build needed.
+(docs/_ext/attention_headviews.py), so that a new page cannot forget it: read from the sources.
+A one-page project shows what the extension does with a saved example, and without one.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
-from docbuild import GALLERY_DIR
+from docbuild import GALLERY_DIR, ROOT
 
-from attention.head_view import NAME
+from attention.head_view import NAME, head_view_data
 
 PAGES = sorted(GALLERY_DIR.glob("*/[0-9][0-9]_*.py"))
 DIRECTIVE = re.compile(r"^#\s*\.\. head-view::\s*(\S+)\s*$", re.MULTILINE)
@@ -94,3 +98,55 @@ def test_a_page_without_the_directive_is_caught(tmp_path):
         encoding="utf-8",
     )
     assert _draws_a_trained_heatmap(page) and _views(page) == ([], [])
+
+
+CONF = """
+import os, sys
+sys.path.insert(0, {ext!r})
+extensions = ["attention_headviews"]
+if os.environ.get("SAVE_VIEW") == "1":  # as a page that ran in this process
+    from attention.head_view import save_head_view
+    save_head_view("t-view", ["a", "b"], [[[[1.0, 0.0], [0.25, 0.75]]]])
+"""
+
+
+def _build(src, out, *, save: bool):
+    env = {**os.environ, "NO_COLOR": "1", "SAVE_VIEW": "1" if save else "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", str(src), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_build_serves_the_saved_example_and_keeps_it_for_a_build_that_runs_nothing(tmp_path):
+    src = tmp_path / "src"
+    (src / "tutorials").mkdir(parents=True)
+    (src / "conf.py").write_text(CONF.format(ext=str(ROOT / "docs" / "_ext")), encoding="utf-8")
+    (src / "index.rst").write_text(
+        "Page\n====\n\nA figure.\n\n.. head-view:: t-view\n\nAfter.\n", encoding="utf-8"
+    )
+    expected = head_view_data(["a", "b"], [[[[1.0, 0.0], [0.25, 0.75]]]])
+    for out, save in ((tmp_path / "ran", True), (tmp_path / "reused", False)):
+        proc = _build(src, out, save=save)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        served = out / "_static" / "head-views" / "t-view.json"
+        assert json.loads(served.read_text(encoding="utf-8")) == expected
+        html = (out / "index.html").read_text(encoding="utf-8")
+        assert '<div class="attention-head-view" data-view="t-view"></div>' in html
+        assert "widgets/head-view.js" in html and 'type="module"' in html
+    assert (src / "tutorials" / "_head_views" / "t-view.json").is_file()
+
+
+def test_a_view_that_no_page_saved_fails_the_build(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(CONF.format(ext=str(ROOT / "docs" / "_ext")), encoding="utf-8")
+    (src / "index.rst").write_text("Page\n====\n\n.. head-view:: t-missing\n", encoding="utf-8")
+    proc = _build(src, tmp_path / "out", save=False)
+    assert proc.returncode != 0
+    assert "head view 't-missing' has no example" in proc.stdout, proc.stdout[-3000:]
