@@ -427,14 +427,16 @@ claim("weights-only copy (ulps)", forgotten_ulps, above=1e6)
 # of weights sums to 1 or is all 0, causal attention never looks ahead, permuting keys
 # and values together changes nothing. Here is a self-contained property of that kind,
 # for ``from_torch``: for any batch size, lengths, number of heads, head size and
-# per-head mask, our module matches ``nn.MultiheadAttention`` on every query row that
-# has a key to attend to, and gives weights 0 on the others. It is sized for a page:
+# per-head mask, our weights match ``nn.MultiheadAttention``'s for every query and head
+# that has a key to attend to and are 0 for the others, and our output matches on every
+# query whose heads all have one (a query's output mixes its heads). It is sized for a
+# page:
 #
 # - ``max_examples=30`` cases (a test suite can afford more);
 # - ``derandomize=True`` draws the same cases on every run, so the page prints the same
 #   output;
-# - ``database=None`` stops hypothesis from saving failures into a folder next to the
-#   script;
+# - ``database=None`` stops hypothesis from saving failures into a ``.hypothesis``
+#   folder in the current directory;
 # - ``deadline=None`` turns off the per-case time limit (200 ms by default), which a
 #   slow machine could exceed;
 # - ``phases=(Phase.generate, Phase.shrink)`` skips the slower phases that replay saved

@@ -392,11 +392,10 @@ assert plain_change > 0.1 and masked_change < 1e-5
 #   prediction.
 #
 # API used on this page: :class:`attention.AttentionClassifier`,
-# :class:`attention.PositionalEncoding`, :class:`attention.TransformerBlock`,
-# :func:`attention.scaled_dot_product_attention`, :func:`attention.data.make_dataset`,
-# :func:`attention.data.decode`, :func:`attention.recipes.fit_sentiment_classifier`,
-# :func:`attention.training.train`, :func:`attention.training.train_classifier`,
-# :func:`attention.training.accuracy` and :func:`attention.training.format_history`.
+# :func:`attention.data.make_dataset`, :func:`attention.data.decode`,
+# :func:`attention.recipes.fit_sentiment_classifier`,
+# :func:`attention.training.format_history` and
+# :func:`attention.training.count_parameters`.
 
 # %%
 # Exercises

@@ -2,7 +2,7 @@
 A decoder, and the induction heads it learns
 ============================================
 
-.. prerequisites:: 05_masks 10_classifier
+.. prerequisites:: 05_masks 10_classifier 11_visualising_attention
    :summary: A GPT-style decoder trained to copy: the causal mask, teacher forcing, and
       the circuit of heads that finds and copies an earlier token.
 
@@ -88,7 +88,8 @@ print(f"chance ln V = {chance:.3f}; best possible first-half loss = {floor:.3f}"
 # Feeding the true tokens as the input at every position, rather than the model's own
 # guesses, is *teacher forcing*. The mask makes it exact: the logits at position
 # :math:`t` of one pass over the whole sequence equal the logits of a pass over the
-# prefix :math:`x_0 \dots x_t` alone. On an untrained model:
+# prefix :math:`x_0 \dots x_t` alone, up to float32 rounding (the difference printed
+# below). On an untrained model:
 
 from attention import DecoderLM
 
@@ -116,7 +117,8 @@ assert gap < 1e-5
 # attends "one token back" then works the same at every position), AdamW for 400 steps
 # of 128 sequences, on one CPU thread so that the model does not depend on the
 # machine's core count. It returns the trained model, its history (one record per
-# step, with the mean loss of each half of the batch) and 512 held-out sequences:
+# step, with the batch's mean loss on each half of the sequences) and 512 held-out
+# sequences:
 
 from attention.recipes import fit_repeat_model
 from attention.training import format_history, next_token_losses
@@ -550,8 +552,7 @@ if copies:
 #   switching them off, with mean-ablation as the control for zero-ablation, and let
 #   the measurements, not the textbook circuit, say what was learned.
 #
-# API used on this page: :class:`attention.DecoderLM`,
-# :class:`attention.CausalSelfAttention`, :func:`attention.plot_attention`,
+# API used on this page: :class:`attention.DecoderLM`, :func:`attention.plot_attention`,
 # :func:`attention.data.make_repeated_sequences`,
 # :func:`attention.recipes.fit_repeat_model`, :func:`attention.training.train_lm`,
 # :func:`attention.training.next_token_losses`, :func:`attention.training.token_losses`,

@@ -41,10 +41,10 @@ print(f"torch {torch.__version__} on {device}, seed {seed}")
 # :meth:`attention.DecoderLM.generate` runs the loop. Without a cache, each step feeds
 # the whole sequence so far. With one, the prompt is encoded once, and each later step
 # feeds only the newest token, whose query attends to the cached keys and values of
-# every position before it. Inside each layer, :class:`attention.CausalSelfAttention`
-# hands its new keys and values to the cache and gets back all of them, the new ones
-# last; it rotates the keys (rotary positions) only after reading them back, by the
-# position each holds:
+# every position so far, its own included. Inside each layer,
+# :class:`attention.CausalSelfAttention` hands its new keys and values to the cache and
+# gets back all of them, the new ones last; it rotates the keys (rotary positions) only
+# after reading them back, by the position each holds:
 #
 # .. literalinclude:: ../../../attention/decoder.py
 #    :language: python
@@ -196,9 +196,10 @@ assert work[max(lengths)][0] < 2 * work[min(lengths)][0]
 # On a quiet machine its time then changes little, and at :math:`S = 32` the step
 # without the cache, with about 30 times the work, takes far less than 30 times the
 # time: at this model's size a step's time is mostly the fixed cost of its calls
-# (Python, and the launch of each operation), not arithmetic. The cache removes the part
-# that grows with :math:`S`. (The times are measured on this run's machine; where the
-# IQRs are large, a busy machine made them noisy and the medians say less.)
+# (Python, and the launch of each operation), not arithmetic. The cache removes the
+# re-encoding of the :math:`S - 1` earlier positions; what still grows with :math:`S` is
+# one query's attention over the cache. (The times are measured on this run's machine;
+# where the IQRs are large, a busy machine made them noisy and the medians say less.)
 #
 # The cache's memory
 # ------------------
@@ -415,7 +416,6 @@ claim("second-half loss with H_kv = 1", results[1]["loss"], below=math.log(32))
 #   with four in the runs counted here (35 and 38 of 39).
 #
 # API used on this page: :class:`attention.DecoderLM`, :class:`attention.KVCache`,
-# :class:`attention.CausalSelfAttention`,
 # :func:`attention.scaled_dot_product_attention`, :func:`attention.measure.compare`,
 # :func:`attention.measure.device_description`, :func:`attention.repro.num_threads`,
 # :func:`attention.recipes.fit_repeat_model` and

@@ -446,8 +446,9 @@ plt.show()
 # keeps five characters whatever their mass: where the model hesitates, they hold as
 # little as the minimum printed above, and sampling among them alone distorts the
 # model. Top-p keeps a fixed mass whatever the number of characters: a single one where
-# the next character is nearly certain, tens where it is not. That adaptivity is the
-# argument of :cite:t:`holtzman2020` for the nucleus.
+# the next character is nearly certain, many more where it is not (the median and the
+# most are printed above). That adaptivity is the argument of :cite:t:`holtzman2020`
+# for the nucleus.
 #
 # Reading the attention on a line of documentation
 # ------------------------------------------------
@@ -506,9 +507,9 @@ save_head_view("16-methods", labels, [w[0] for w in line_weights])  # (H, L, L) 
 #
 # API used on this page: :func:`attention.text.python_docs`,
 # :class:`attention.text.CharTokenizer`, :func:`attention.text.split_by_position`,
-# :func:`attention.text.random_windows`, :func:`attention.text.windows`,
-# :class:`attention.DecoderLM`, :func:`attention.recipes.fit_char_lm`,
-# :func:`attention.training.train`, :func:`attention.training.next_token_losses`,
+# :func:`attention.text.windows`, :class:`attention.DecoderLM`,
+# :func:`attention.training.count_parameters`, :func:`attention.recipes.fit_char_lm`,
+# :func:`attention.training.next_token_losses`,
 # :func:`attention.training.format_history`,
 # :func:`attention.language_model.sampling_distribution`,
 # :func:`attention.plot_attention`, :func:`attention.repro.claim`,
@@ -545,6 +546,9 @@ claim("temperature that fits the validation text best", best, above=0.8, below=1
 
 # %%
 # .. solution 2
+#
+# Only the predictions with 30 characters before them count here (targets 30 to 127), so
+# the most can be fewer than the most over all the predictions, printed above.
 
 rows_kept = kept.view(32, CONTEXT - 1)[:, 29:]  # (windows, targets 30..127)
 fewest_at = divmod(int(rows_kept.argmin()), rows_kept.shape[1])  # (window, column)
@@ -576,8 +580,8 @@ claim("model minus lzma alone (bits per character)", model_bits - alone, above=0
 
 # %%
 # This model compresses worse than :mod:`lzma`, which copies long repeated stretches
-# (the borders of tables, repeated phrases) from anywhere before; the model sees 128
-# characters and looks a few back.
+# (the borders of tables, repeated phrases) from anywhere before; the model sees only
+# the 128 characters of its window.
 #
 # Next: how fast attention runs, and what it costs, in
 # :ref:`sphx_glr_tutorials_5_scale_17_performance.py`.
