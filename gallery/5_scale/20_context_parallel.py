@@ -348,8 +348,9 @@ else:
     print("peak memory needs Linux; not measured here")
 
 # %%
-# Each strategy computes one (L/P) by (L/P) block of scores at a time, for each of the
-# H heads (Ulysses: its H/P heads). One block in float32, per rank:
+# The figure draws the table's peaks against P, on logarithmic axes. To see why they
+# fall as they do: each strategy computes one (L/P) by (L/P) block of scores at a time,
+# for each of the H heads (Ulysses: its H/P heads). One block in float32, per rank:
 
 N_large, H_large, L_large, D_large = LARGE
 print("one block of scores per rank, MiB\nstrategy      P = 1   P = 2   P = 4")
@@ -444,12 +445,12 @@ if measured:
 #   can have a wrong backward pass.
 #
 # API used on this page: :func:`attention.distributed.shard_sequence`,
-# :func:`attention.distributed.spawn`, :func:`attention.distributed.run_cases`,
-# :func:`attention.distributed.bytes_formula`, :func:`attention.distributed.count_work`,
+# :func:`attention.distributed.spawn`, :func:`attention.distributed.run_cases` and
+# :func:`attention.distributed.bytes_formula`. On every rank ``run_cases`` calls
 # :func:`attention.distributed.ring_attention`,
 # :func:`attention.distributed.all_gather_attention`,
 # :func:`attention.distributed.ulysses_attention` and
-# :func:`attention.functional.merge_blocks`.
+# :func:`attention.distributed.count_work`.
 
 # %%
 # Exercises
