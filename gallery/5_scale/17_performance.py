@@ -377,9 +377,9 @@ assert ran["Fused, need_weights=False"] == (False, True)
 # ``F.scaled_dot_product_attention`` is one function with several implementations,
 # called backends: ``MATH`` (the formula written with ordinary operations, runs
 # everywhere), ``FLASH_ATTENTION`` (FlashAttention :cite:p:`dao2022`, the online softmax
-# of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`, on the CPU and on recent
-# NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
-# ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
+# of :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`, on the CPU and
+# on recent NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs)
+# and ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
 # preference, the first one that supports the device, dtype and shapes;
 # ``torch.nn.attention.sdpa_kernel`` restricts the choice.
 #
