@@ -7,10 +7,10 @@ Memory-efficient attention: the online softmax, forward and backward
       backward, in memory that grows linearly with the sequence.
 
 The reference path of
-:ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` computes every score of
-every query against every key, an :math:`(L, S)` matrix per head, before the softmax.
-That matrix grows as the square of the sequence length, and long before the arithmetic
-becomes slow it no longer fits in memory. The fused kernels behind
+:ref:`page 2 <sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py>` computes every
+score of every query against every key, an :math:`(L, S)` matrix per head, before the
+softmax. That matrix grows as the square of the sequence length, and long before the
+arithmetic becomes slow it no longer fits in memory. The fused kernels behind
 ``F.scaled_dot_product_attention`` avoid it with one idea: the softmax can be computed a
 block of keys at a time, so the matrix never exists: the online softmax of
 :cite:t:`milakov2018`, applied to attention by :cite:t:`rabe2021` and made fast on GPUs
