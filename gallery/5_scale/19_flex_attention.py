@@ -6,13 +6,13 @@ Masks as functions, and FlexAttention
    :summary: Masks as rules of the query and key positions (causal, sliding window,
       documents, prefix-LM, ALiBi, soft-capping) run by FlexAttention.
 
-The masks of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` are bool matrices: one
-entry per query and key. The masks in common use also have a short *rule* behind them: a
-query sees the keys before it, or the last few of them, or the keys of its own document.
-This package writes each rule once, and PyTorch's FlexAttention :cite:p:`dong2024`
-(``torch.nn.attention.flex_attention``) takes the rule itself, as a Python function of
-the indices, and turns it into a kernel that skips every block of keys the rule
-excludes.
+The masks of :ref:`page 5 <sphx_glr_tutorials_1_foundations_05_masks.py>` are bool
+matrices: one entry per query and key. The masks in common use also have a short *rule*
+behind them: a query sees the keys before it, or the last few of them, or the keys of
+its own document. This package writes each rule once, and PyTorch's FlexAttention
+:cite:p:`dong2024` (``torch.nn.attention.flex_attention``) takes the rule itself, as a
+Python function of the indices, and turns it into a kernel that skips every block of
+keys the rule excludes.
 
 This page shows four masks as such rules (causal, sliding window, packed documents and
 prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
@@ -340,9 +340,9 @@ assert ((band == 2).sum(-1) == 1).all() and ((band == 1).sum(-1) == 2).all()
 # ones. The fused kernel walks, for each query tile, exactly those key tiles, applying
 # the ``mask_mod`` in the partial ones, and merges each tile into the running output
 # with the online softmax of
-# :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`. The package has that loop:
-# :func:`attention.tiled.blockwise_attention` takes a list of ``(query rows, key
-# columns, tile mask or None)`` and merges each tile with
+# :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`. The package has
+# that loop: :func:`attention.tiled.blockwise_attention` takes a list of
+# ``(query rows, key columns, tile mask or None)`` and merges each tile with
 # :func:`~attention.functional.merge_blocks`. Reading the list out of a block mask is a
 # few lines:
 
