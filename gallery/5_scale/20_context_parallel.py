@@ -6,10 +6,10 @@ Attention across devices: context parallelism
    :summary: One sequence split across four processes: ring, all-gather and Ulysses
       attention, checked against one process, with their traffic and memory.
 
-:ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` introduced the online softmax:
-attention over blocks of keys, merged one block at a time, that never builds the whole
-matrix of scores. The same merge is how attention scales past one device. When a
-sequence is too long for one GPU, each device holds a slice of it, and keys and values
+:ref:`Page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>` introduced the online
+softmax: attention over blocks of keys, merged one block at a time, that never builds
+the whole matrix of scores. The same merge is how attention scales past one device. When
+a sequence is too long for one GPU, each device holds a slice of it, and keys and values
 (or queries) move between devices.
 
 This page runs that for real. ``torch.distributed`` with the gloo backend runs several
@@ -400,8 +400,9 @@ if measured:
 # still needs under a third of one process's memory with the ring and the all-gather,
 # less with Ulysses. The all-gather also holds the whole sequence's keys and values on
 # every rank (the last line above), which P does not divide; a fused kernel in each rank
-# (the online softmax of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`) would
-# remove the blocks of scores and leave them.
+# (the online softmax of
+# :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`) would remove the
+# blocks of scores and leave them.
 
 
 # %%
