@@ -6,15 +6,15 @@ FlashAttention as a GPU kernel, in Triton
    :summary: The forward and backward of FlashAttention written as Triton kernels:
       programs, blocks, what stays on the chip, and the causal blocks never visited.
 
-:ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` computed attention a tile at a
-time with :func:`attention.tiled_attention`: the online softmax forward, and a backward
-that recomputes each tile's weights from the log-sum-exp of its rows. Its arithmetic is
-FlashAttention's, but not its speed. Every step of its loop is a PyTorch operation on a
-whole tile, which reads its inputs from memory and writes its result back, so a tile of
-scores still travels to memory and back several times. What makes FlashAttention fast is
-where the loop runs: inside one *kernel*, in which each program keeps its block of
-queries, its running maximum, sum and output on the chip, and only the blocks of keys
-and values stream in from memory :cite:p:`dao2022,dao2023`.
+:ref:`Page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>` computed attention a
+tile at a time with :func:`attention.tiled_attention`: the online softmax forward, and a
+backward that recomputes each tile's weights from the log-sum-exp of its rows. Its
+arithmetic is FlashAttention's, but not its speed. Every step of its loop is a PyTorch
+operation on a whole tile, which reads its inputs from memory and writes its result
+back, so a tile of scores still travels to memory and back several times. What makes
+FlashAttention fast is where the loop runs: inside one *kernel*, in which each program
+keeps its block of queries, its running maximum, sum and output on the chip, and only
+the blocks of keys and values stream in from memory :cite:p:`dao2022,dao2023`.
 
 This page reads such a kernel, written in Triton :cite:p:`tillet2019` in
 :mod:`attention.flash_triton`: the forward, the two kernels of the backward, and the
