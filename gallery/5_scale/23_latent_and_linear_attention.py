@@ -21,8 +21,8 @@ question *what must a layer keep, and what does it cost?*:
 Both plug into the package's :class:`attention.DecoderLM` by name, each with its own
 decoding state (:class:`attention.DecodingState`). The page counts the bytes each keeps,
 checks that each computes what its formula says, and trains the character model of
-:ref:`sphx_glr_tutorials_4_generation_16_language_model.py` with each, on the same text
-with the same budget.
+:ref:`page 16 <sphx_glr_tutorials_4_generation_16_language_model.py>` with each, on the
+same text with the same budget.
 """
 
 # %%
