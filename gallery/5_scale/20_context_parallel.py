@@ -343,8 +343,8 @@ if measured:
     ax.set_ylabel("extra peak memory per rank (MiB)")
     ax.set_title(f"Peak memory of one forward pass per rank (L = {LARGE[2]}, float32)")
     _ = ax.legend()
-else:
     # sphinx_gallery_end_ignore
+else:
     print("peak memory needs Linux; not measured here")
 
 # %%
