@@ -9,9 +9,8 @@ Performance: what attention costs, and how to time it
 The earlier pages made attention correct; this one measures what it costs. It times one
 multi-head attention call in two parts, the projections and the attention core, over a
 sweep of sequence lengths; compares bfloat16 with float32; shows what asking for the
-weights costs; and times the causal mask of
-:ref:`sphx_glr_tutorials_1_foundations_06_mask_conventions.py` given as a flag and as a
-tensor.
+weights costs; and times a causal mask given as a flag and as a tensor, two of the forms
+that :ref:`page 6 <sphx_glr_tutorials_1_foundations_06_mask_conventions.py>` compares.
 
 Every time on the page, but the two stopwatch readings of the section on timing a GPU,
 comes from one timer, :func:`attention.measure.compare`, and is printed with the device
@@ -50,12 +49,13 @@ is one. ``make bench`` runs the larger benchmark behind the page.
 #    :pyobject: compare
 #    :no-docstring:
 #
-# Each timing prints its median, its interquartile range (IQR: the spread of the middle
-# half of its runs) and the number of runs. The machine that builds this site is small
-# and shared, so every measurement on this page runs on one thread
-# (``attention.repro.num_threads(1)``), where the threads of one measurement cannot wait
-# for each other. Each table starts with :func:`attention.measure.device_description`:
-# the device, the threads, the dtype and torch's version.
+# A timing printed whole shows its median, its interquartile range (IQR: the spread of
+# the middle half of its runs) and the number of runs; the sweep's table prints medians
+# only. The machine that builds this site is small and shared, so every measurement on
+# this page runs on one thread (``attention.repro.num_threads(1)``), where the threads
+# of one measurement cannot wait for each other. Each table starts with
+# :func:`attention.measure.device_description`: the device, the threads, the dtype and
+# torch's version.
 
 import torch
 
@@ -377,16 +377,17 @@ assert ran["Fused, need_weights=False"] == (False, True)
 # ``F.scaled_dot_product_attention`` is one function with several implementations,
 # called backends: ``MATH`` (the formula written with ordinary operations, runs
 # everywhere), ``FLASH_ATTENTION`` (FlashAttention :cite:p:`dao2022`, the online softmax
-# of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`, on the CPU and on recent
-# NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs) and
-# ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
+# of :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`, on the CPU and
+# on recent NVIDIA GPUs), ``EFFICIENT_ATTENTION`` (a memory-efficient kernel for GPUs)
+# and ``CUDNN_ATTENTION`` (NVIDIA's cuDNN library). PyTorch takes, in a fixed order of
 # preference, the first one that supports the device, dtype and shapes;
 # ``torch.nn.attention.sdpa_kernel`` restricts the choice.
 #
-# :ref:`bottom-right-causal` gave ``F.scaled_dot_product_attention`` a causal mask in
-# three forms, which agree wherever each is right: the flag ``is_causal=True``, a bool
-# tensor ``attn_mask=causal_mask(L, S)``, and PyTorch's ``causal_lower_right(L, S)``,
-# an object that holds only the two lengths. What each costs depends on the backend:
+# Page 6's section :ref:`bottom-right-causal` gave ``F.scaled_dot_product_attention`` a
+# causal mask in three forms, which agree wherever each is right: the flag
+# ``is_causal=True``, a bool tensor ``attn_mask=causal_mask(L, S)``, and PyTorch's
+# ``causal_lower_right(L, S)``, an object that holds only the two lengths. What each
+# costs depends on the backend:
 #
 # - On a CUDA GPU the flash backend takes no ``attn_mask`` tensor: an explicit mask
 #   rules it out, and the call falls to the memory-efficient backend, which reads the
@@ -396,8 +397,8 @@ assert ran["Fused, need_weights=False"] == (False, True)
 # - On the CPU the flash backend accepts a mask; when :math:`L \ne S`,
 #   ``causal_lower_right`` has no bottom-right flag to use: it builds the same
 #   ``(L, S)`` mask at each call and passes it on (see ``CausalBias._dispatch`` in
-#   ``torch/nn/attention/bias.py``). The CPU's flash backend runs all three forms (the
-#   build checks it).
+#   ``torch/nn/attention/bias.py``). The CPU's flash backend runs all three forms (run
+#   on a CPU, the page prints it first below, for 2 queries and 6 keys).
 #
 # A causal mode also saves work. A tile of queries and keys that lies wholly above the
 # diagonal holds no pair that may attend: a kernel told that the mask is causal skips
@@ -422,6 +423,10 @@ if device.type == "cpu":
     ):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch.no_grad():
             F.scaled_dot_product_attention(q_new, k_all, v_all, **arguments)
+    print(
+        "the CPU's flash backend ran all three forms (L = 2, S = 6): is_causal=True, "
+        "attn_mask=causal_mask(2, 6), attn_mask=causal_lower_right(2, 6)"
+    )
 # sphinx_gallery_end_ignore
 positions = torch.arange(1024)
 every_tile = len(tiles(1024, 1024, 128, 128))

@@ -7,10 +7,10 @@ Memory-efficient attention: the online softmax, forward and backward
       backward, in memory that grows linearly with the sequence.
 
 The reference path of
-:ref:`sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py` computes every score of
-every query against every key, an :math:`(L, S)` matrix per head, before the softmax.
-That matrix grows as the square of the sequence length, and long before the arithmetic
-becomes slow it no longer fits in memory. The fused kernels behind
+:ref:`page 2 <sphx_glr_tutorials_1_foundations_02_scaled_dot_product.py>` computes every
+score of every query against every key, an :math:`(L, S)` matrix per head, before the
+softmax. That matrix grows as the square of the sequence length, and long before the
+arithmetic becomes slow it no longer fits in memory. The fused kernels behind
 ``F.scaled_dot_product_attention`` avoid it with one idea: the softmax can be computed a
 block of keys at a time, so the matrix never exists: the online softmax of
 :cite:t:`milakov2018`, applied to attention by :cite:t:`rabe2021` and made fast on GPUs
@@ -250,19 +250,22 @@ else:
 # Without autograd (the ``inference`` rows), the reference holds the scores and then
 # the weights, two :math:`(H, L, L)` matrices, so its memory grows about fourfold each
 # time L doubles; the tiled path needs its output, which grows with L, and one tile of
-# scores, which does not; PyTorch's kernel, the same idea in C++, behaves the same way.
+# scores, which stops growing once L reaches the tile's 512 keys; PyTorch's kernel, the
+# same idea in C++, grows about twofold per doubling.
 #
 # With autograd (the ``training`` rows), the reference keeps its weights for the
 # backward pass and builds their gradient there: it grows quadratically too. The tiled
-# path grows more slowly, but it need not start lower: at the short lengths a training
-# step's peak is mostly what every path needs besides the weights (the three gradients,
-# and for the tiled path a tile's temporaries), and where the tiled path's ratio to the
-# reference's (the last rows) is above 1, its peak is the larger; in the figure below
-# the lines meet or cross. The ratio falls as L grows, and at L = 2048 the tiled path
-# takes a small fraction of the reference's memory, for a reason the next sections take
-# apart. (These peaks are measured in one process that has run other things, so a few
-# MiB of them are the allocator's; ``make bench`` measures each case in a fresh
-# process.)
+# path grows more slowly, but it need not start lower. Its tile is 128 queries by up to
+# 512 keys per head, half of the whole :math:`(L, L)` matrix at L = 256 and a quarter at
+# 512, and its backward holds several tiles at once (the scores, the weights and their
+# gradients), so at the short lengths it saves little or nothing. Where its ratio to the
+# reference (the last rows) is above 1, as it can be at the shortest lengths, its peak
+# is the larger, and where the ratio passes 1 the two lines of the figure's right panel
+# cross. The ratio falls as L grows: at L = 2048 the tiled path takes a small fraction
+# of the reference's memory (under a quarter in every run: the page checks it), for a
+# reason the next sections take apart. (These peaks are measured in one process that has
+# run other things, so a few MiB of them are the allocator's; ``make bench`` measures
+# each case in a fresh process.)
 
 # sphinx_gallery_start_ignore
 from attention.repro import claim
@@ -320,8 +323,8 @@ if measured:
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
-# reference's lines have a slope of about 2 in both panels, the block-wise ones a much
-# smaller one, and at the longest length the reference sits far above them.
+# reference's lines have a slope of about 2 in both panels, the block-wise ones clearly
+# smaller slopes, and at the longest length the reference sits far above them.
 #
 # What autograd would keep
 # ------------------------
@@ -531,7 +534,6 @@ for L, S, causal in shapes:
 # API used on this page: :func:`attention.tiled_attention`,
 # :func:`attention.functional.attention_block`,
 # :func:`attention.functional.merge_blocks`,
-# :func:`attention.functional.attention_block_backward`,
 # :func:`attention.scaled_dot_product_attention`, :func:`attention.causal_mask` and
 # :func:`attention.measure.peak_memory`.
 

@@ -6,13 +6,13 @@ Masks as functions, and FlexAttention
    :summary: Masks as rules of the query and key positions (causal, sliding window,
       documents, prefix-LM, ALiBi, soft-capping) run by FlexAttention.
 
-The masks of :ref:`sphx_glr_tutorials_1_foundations_05_masks.py` are bool matrices: one
-entry per query and key. Every mask in use today also has a short *rule* behind it: a
-query sees the keys before it, or the last few of them, or the keys of its own document.
-This package writes each rule once, and PyTorch's FlexAttention :cite:p:`dong2024`
-(``torch.nn.attention.flex_attention``) takes the rule itself, as a Python function of
-the indices, and turns it into a kernel that skips every block of keys the rule
-excludes.
+The masks of :ref:`page 5 <sphx_glr_tutorials_1_foundations_05_masks.py>` are bool
+matrices: one entry per query and key. The masks in common use also have a short *rule*
+behind them: a query sees the keys before it, or the last few of them, or the keys of
+its own document. This package writes each rule once, and PyTorch's FlexAttention
+:cite:p:`dong2024` (``torch.nn.attention.flex_attention``) takes the rule itself, as a
+Python function of the indices, and turns it into a kernel that skips every block of
+keys the rule excludes.
 
 This page shows four masks as such rules (causal, sliding window, packed documents and
 prefix-LM) and two score modifications (ALiBi and tanh soft-capping), checks each
@@ -340,9 +340,9 @@ assert ((band == 2).sum(-1) == 1).all() and ((band == 1).sum(-1) == 2).all()
 # ones. The fused kernel walks, for each query tile, exactly those key tiles, applying
 # the ``mask_mod`` in the partial ones, and merges each tile into the running output
 # with the online softmax of
-# :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`. The package has that loop:
-# :func:`attention.tiled.blockwise_attention` takes a list of ``(query rows, key
-# columns, tile mask or None)`` and merges each tile with
+# :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`. The package has
+# that loop: :func:`attention.tiled.blockwise_attention` takes a list of
+# ``(query rows, key columns, tile mask or None)`` and merges each tile with
 # :func:`~attention.functional.merge_blocks`. Reading the list out of a block mask is a
 # few lines:
 
@@ -477,15 +477,17 @@ _ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32
 # sphinx_gallery_end_ignore
 
 # %%
-# The tile counts are exact, and asserted: the causal count roughly quadruples each
-# time :math:`L` doubles, the window's roughly doubles, and at the longest length the
-# window does the work of the causal mask divided by the ratio of tiles printed on the
-# last line. The times are this machine's, in this run, and follow the counts less
-# closely: two of the window's three tiles per row are partial and apply their mask,
-# while most causal tiles are full, and a machine running other work adds noise (the
-# interquartile ranges). Skipping tiles is what a block mask buys FlexAttention, and
-# sliding-window models such as Mistral :cite:p:`jiang2023`: the tiles the mask excludes
-# are never computed.
+# The tile counts are exact, and asserted: the causal count roughly quadruples each time
+# :math:`L` doubles, the window's roughly doubles, and at the longest length the window
+# does the work of the causal mask divided by the ratio of tiles printed on the last
+# line. The times are this machine's, in this run, and the figure draws them on
+# logarithmic axes, where a cost proportional to :math:`L^p` is a line of slope
+# :math:`p`: compare the slopes of its two lines with 2 and 1. The times follow the
+# counts less closely: two of the window's three tiles per row are partial and apply
+# their mask, while most causal tiles are full, and a machine running other work adds
+# noise (the interquartile ranges). Skipping tiles is what a block mask buys
+# FlexAttention, and sliding-window models such as Mistral :cite:p:`jiang2023`: the
+# tiles the mask excludes are never computed.
 #
 # Compiling: what turns the rule into a kernel
 # --------------------------------------------
@@ -514,12 +516,12 @@ _ = ax.set_title(f"The same tile loop on two block masks ({device.type}, float32
 #   number of key tiles.
 #
 # API used on this page: :func:`attention.masks.sliding_window`,
-# :func:`attention.masks.prefix_lm`, :func:`attention.flex.causal`,
+# :func:`attention.masks.causal`, :func:`attention.flex.causal`,
 # :func:`attention.flex.sliding_window`, :func:`attention.flex.document`,
 # :func:`attention.flex.prefix_lm`, :func:`attention.flex.alibi`,
-# :func:`attention.flex.softcap`, :func:`attention.positions.alibi_penalty`,
-# :func:`attention.sliding_window_mask`, :func:`attention.document_mask`,
-# :func:`attention.prefix_lm_mask`, :func:`attention.causal_mask`,
+# :func:`attention.flex.softcap`, :func:`attention.sliding_window_mask`,
+# :func:`attention.document_mask`, :func:`attention.prefix_lm_mask`,
+# :func:`attention.causal_mask`,
 # :func:`attention.alibi_bias`, :func:`attention.scaled_dot_product_attention`,
 # :func:`attention.tiled.blockwise_attention`, :func:`attention.measure.compare` and
 # :func:`attention.measure.device_description`.

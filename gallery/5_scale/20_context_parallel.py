@@ -6,10 +6,10 @@ Attention across devices: context parallelism
    :summary: One sequence split across four processes: ring, all-gather and Ulysses
       attention, checked against one process, with their traffic and memory.
 
-:ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` introduced the online softmax:
-attention over blocks of keys, merged one block at a time, that never builds the whole
-matrix of scores. The same merge is how attention scales past one device. When a
-sequence is too long for one GPU, each device holds a slice of it, and keys and values
+:ref:`Page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>` introduced the online
+softmax: attention over blocks of keys, merged one block at a time, that never builds
+the whole matrix of scores. The same merge is how attention scales past one device. When
+a sequence is too long for one GPU, each device holds a slice of it, and keys and values
 (or queries) move between devices.
 
 This page runs that for real. ``torch.distributed`` with the gloo backend runs several
@@ -343,13 +343,14 @@ if measured:
     ax.set_ylabel("extra peak memory per rank (MiB)")
     ax.set_title(f"Peak memory of one forward pass per rank (L = {LARGE[2]}, float32)")
     _ = ax.legend()
-else:
     # sphinx_gallery_end_ignore
+else:
     print("peak memory needs Linux; not measured here")
 
 # %%
-# Each strategy computes one (L/P) by (L/P) block of scores at a time, for each of the
-# H heads (Ulysses: its H/P heads). One block in float32, per rank:
+# The figure draws the table's peaks against P, on logarithmic axes. To see why they
+# fall as they do: each strategy computes one (L/P) by (L/P) block of scores at a time,
+# for each of the H heads (Ulysses: its H/P heads). One block in float32, per rank:
 
 N_large, H_large, L_large, D_large = LARGE
 print("one block of scores per rank, MiB\nstrategy      P = 1   P = 2   P = 4")
@@ -399,8 +400,9 @@ if measured:
 # still needs under a third of one process's memory with the ring and the all-gather,
 # less with Ulysses. The all-gather also holds the whole sequence's keys and values on
 # every rank (the last line above), which P does not divide; a fused kernel in each rank
-# (the online softmax of :ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py`) would
-# remove the blocks of scores and leave them.
+# (the online softmax of
+# :ref:`page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>`) would remove the
+# blocks of scores and leave them.
 
 
 # %%
@@ -444,12 +446,12 @@ if measured:
 #   can have a wrong backward pass.
 #
 # API used on this page: :func:`attention.distributed.shard_sequence`,
-# :func:`attention.distributed.spawn`, :func:`attention.distributed.run_cases`,
-# :func:`attention.distributed.bytes_formula`, :func:`attention.distributed.count_work`,
+# :func:`attention.distributed.spawn`, :func:`attention.distributed.run_cases` and
+# :func:`attention.distributed.bytes_formula`. On every rank ``run_cases`` calls
 # :func:`attention.distributed.ring_attention`,
 # :func:`attention.distributed.all_gather_attention`,
 # :func:`attention.distributed.ulysses_attention` and
-# :func:`attention.functional.merge_blocks`.
+# :func:`attention.distributed.count_work`.
 
 # %%
 # Exercises

@@ -6,15 +6,15 @@ FlashAttention as a GPU kernel, in Triton
    :summary: The forward and backward of FlashAttention written as Triton kernels:
       programs, blocks, what stays on the chip, and the causal blocks never visited.
 
-:ref:`sphx_glr_tutorials_5_scale_18_memory_efficient.py` computed attention a tile at a
-time with :func:`attention.tiled_attention`: the online softmax forward, and a backward
-that recomputes each tile's weights from the log-sum-exp of its rows. Its arithmetic is
-FlashAttention's, but not its speed. Every step of its loop is a PyTorch operation on a
-whole tile, which reads its inputs from memory and writes its result back, so a tile of
-scores still travels to memory and back several times. What makes FlashAttention fast is
-where the loop runs: inside one *kernel*, in which each program keeps its block of
-queries, its running maximum, sum and output on the chip, and only the blocks of keys
-and values stream in from memory :cite:p:`dao2022,dao2023`.
+:ref:`Page 18 <sphx_glr_tutorials_5_scale_18_memory_efficient.py>` computed attention a
+tile at a time with :func:`attention.tiled_attention`: the online softmax forward, and a
+backward that recomputes each tile's weights from the log-sum-exp of its rows. Its
+arithmetic is FlashAttention's, but not its speed. Every step of its loop is a PyTorch
+operation on a whole tile, which reads its inputs from memory and writes its result
+back, so a tile of scores still travels to memory and back several times. What makes
+FlashAttention fast is where the loop runs: inside one *kernel*, in which each program
+keeps its block of queries, its running maximum, sum and output on the chip, and only
+the blocks of keys and values stream in from memory :cite:p:`dao2022,dao2023`.
 
 This page reads such a kernel, written in Triton :cite:p:`tillet2019` in
 :mod:`attention.flash_triton`: the forward, the two kernels of the backward, and the
@@ -71,8 +71,8 @@ print(f"one program holds {per_program / 1024:.1f} KiB; the scores of one head w
 # %%
 # A program's whole state is a few tens of KiB, small enough for one multiprocessor's
 # registers and shared memory, while the scores of one head at this length would take
-# the MiB printed above. In :func:`attention.tiled_attention` every one of those blocks
-# goes to memory and comes back at each step; here none of them leaves the chip.
+# the MiB printed above. In :func:`attention.tiled_attention` every block of scores goes
+# to memory and comes back at each step; here no block of scores leaves the chip.
 #
 # The forward kernel
 # ------------------
@@ -101,7 +101,7 @@ print(f"one program holds {per_program / 1024:.1f} KiB; the scores of one head w
 # :math:`-\infty - (-\infty)` is not a number, so ``m_safe`` stands in 0 for it. And
 # with ``causal=True`` the loop ends at the last key that the block's last query may
 # see: the blocks after it are never loaded, which is where a causal kernel saves close
-# to half of its work, more as L grows.
+# to half of its work, the closer to half the longer the sequence.
 #
 # Exactly PyTorch's attention, on this machine
 # --------------------------------------------
@@ -299,7 +299,8 @@ if flash_triton.INTERPRETED:
 # %%
 # The blocks above the diagonal (``skip``) are never loaded. Of those visited, the ones
 # on the diagonal (``mask``) are computed in full and then masked, half of each wasted;
-# the others (``full``) need no mask. As L grows the visited fraction,
+# the others (``full``) need no mask (this kernel still applies the causal test to them,
+# and every pair passes it). As L grows the visited fraction,
 # :math:`(T + 1) / 2T` for :math:`T` blocks, falls towards one half, which is why
 # FlashAttention-2's count halves the work of a causal pass.
 #

@@ -7,8 +7,8 @@ Serving many readers: paged attention and continuous batching
       and a scheduler that admits and retires requests at every step: exact, then
       measured.
 
-:ref:`sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py` kept the keys and values of
-one batch that starts and ends together, in a cache allocated for ``max_len``
+:ref:`Page 13 <sphx_glr_tutorials_4_generation_13_kv_cache_gqa.py>` kept the keys and
+values of one batch that starts and ends together, in a cache allocated for ``max_len``
 positions. A server does not work like that. Requests arrive with prompts of every
 length, ask for outputs of every length, and finish at different times. Memory reserved
 for a position that is never written is memory no other request can use, and a batch
@@ -24,7 +24,7 @@ schedules at every step instead of every batch (*continuous batching*). SGLang
 this page does not build. This page builds paging, sharing between the samples of one
 prompt and continuous batching with the package's own kernel and cache contract, checks
 that they change no output, and measures them on the character model of
-:ref:`sphx_glr_tutorials_4_generation_16_language_model.py`.
+:ref:`page 16 <sphx_glr_tutorials_4_generation_16_language_model.py>`.
 """
 
 # %%
