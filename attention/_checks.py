@@ -13,8 +13,9 @@ from torch import Tensor
 
 def check_int(value, name: str, *, minimum: int = 1) -> None:
     """Check that ``value`` is an int (not a bool) of at least ``minimum`` that fits in int64
-    (torch sizes, counts and positions are int64)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    (torch sizes, counts and positions are int64). A size that ``torch.export`` traces is a
+    ``torch.SymInt``, checked the same way (the comparisons become the export's guards)."""
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
         raise TypeError(f"{name} must be an int; got {type(value).__name__}")
     if value < minimum:
         expected = "non-negative" if minimum == 0 else f"at least {minimum}"

@@ -48,10 +48,15 @@ MODELS = {
         "recipe": "fit_sentiment_classifier",
         "prompt": "the film was not bad",
     },
+    "dates": {
+        "page": "tutorials/4_generation/15_encoder_decoder",
+        "recipe": "fit_date_model",
+        "prompt": "the 3rd of March 2021",  # the page's day, in the format its figure draws
+    },
 }
 MARKER = 'class="attention-widget"'
 #: The widgets a page may hold, each a module of web/src.
-WIDGETS = ("language-model", "classifier")
+WIDGETS = ("language-model", "classifier", "dates")
 
 
 class WidgetDirective(Directive):
@@ -80,6 +85,8 @@ def _load(name: str, seed: int):
     spec = MODELS[name]
     model, _, _ = getattr(recipes, spec["recipe"])(seed=seed)
     model.eval()
+    if name == "dates":
+        return _load_dates(model, spec["prompt"])
     if name == "char-lm":
         from attention.text import CharTokenizer, python_docs
 
@@ -97,6 +104,49 @@ def _load(name: str, seed: int):
     return model, torch.tensor([tokens]), card
 
 
+def _load_dates(model, prompt: str):
+    """The date model, its first source with the target that greedy decoding writes for it
+    (``eos`` left out: the ids the graph reads last), and its card."""
+    import datetime
+
+    from attention import dates
+
+    src = dates.encode_sources([prompt]).to(model.head.weight.device)  # (1, S)
+    output = model.generate(src, 11, bos_id=dates.BOS_ID, eos_id=dates.EOS_ID)  # (1, <= 12)
+    day = datetime.date(2021, 3, 3)
+    card = {
+        "src_vocab": list(dates.SOURCE_VOCAB), "tgt_vocab": list(dates.TARGET_VOCAB),
+        "pad": dates.PAD_ID, "bos": dates.BOS_ID, "eos": dates.EOS_ID,
+        "max_len": model.max_len, "max_new_tokens": 11,  # ten characters and eos
+        "layers": len(model.decoder), "encoder_layers": len(model.encoder),
+        "heads": model.decoder[0].num_heads, "prompt": prompt,
+        "first_day": dates.FIRST_DAY.isoformat(), "last_day": dates.LAST_DAY.isoformat(),
+        "formats": [[f, dates.write_date(day, f)[0]] for f in dates.FORMATS],
+    }  # fmt: skip
+    return model, (src, output[:, :-1]), card
+
+
+def _dates_reference(model, src, tgt, card: dict) -> dict:
+    """PyTorch's greedy output for the date model's first source, the logits of every step
+    (:math:`(T, V)`, row ``t`` chose output ``t + 1``) and the cross-attention of every layer
+    and head (:math:`(\text{layers}, H, T, S)`, row ``t`` wrote output ``t + 1``)."""
+    import torch
+
+    from attention.dates import decode_target
+
+    with torch.no_grad():
+        logits, weights = model(src, tgt, need_weights=True)
+    output = model.generate(src, card["max_new_tokens"], bos_id=card["bos"], eos_id=card["eos"])
+    return {
+        "prompt": card["prompt"],
+        "src": src[0].tolist(),
+        "output": output[0].tolist(),  # bos, the characters, eos
+        "answer": decode_target(output[0]),
+        "logits": logits[0].tolist(),  # (T, V)
+        "cross": torch.stack(weights.cross, dim=1)[0].tolist(),  # (layers, H, T, S)
+    }
+
+
 def export_model(name: str, static: Path, seed: int) -> None:
     """Export the widget model ``name`` into ``static/models``, checked, with its two JSONs."""
     import torch
@@ -108,9 +158,13 @@ def export_model(name: str, static: Path, seed: int) -> None:
     models.mkdir(parents=True, exist_ok=True)
     path = export_onnx(model, models / f"{name}.onnx")
     difference = check_onnx(path, model, tokens, atol=1e-4)
+    (models / f"{name}.json").write_text(json.dumps(card, ensure_ascii=False))
+    if name == "dates":
+        reference = _dates_reference(model, *tokens, card) | {"onnx_difference": difference}
+        (models / f"{name}.reference.json").write_text(json.dumps(reference))
+        return
     with torch.no_grad():
         logits, weights = model(tokens, need_weights=True)
-    (models / f"{name}.json").write_text(json.dumps(card, ensure_ascii=False))
     reference = {
         "prompt": card["prompt"],
         "ids": tokens[0].tolist(),

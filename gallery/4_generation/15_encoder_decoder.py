@@ -750,6 +750,18 @@ claim(
 # printed above; every build checks it gains under half a point), for four hypotheses
 # per source where greedy decoding runs one.
 #
+# The model in your browser
+# -------------------------
+#
+# The site's build exports this model with :func:`attention.export.export_onnx` and
+# checks that ONNX Runtime gives PyTorch's logits and weights to within :math:`10^{-4}`.
+# On the site it runs in your browser (about 15 MB, loaded when you start it): write a
+# date, and it writes the day by greedy decoding, one run per character; the grid is the
+# cross-attention of the layer and head you choose.
+#
+# .. widget:: dates
+#    :model: dates
+#
 # What to remember
 # ----------------
 #

@@ -85,10 +85,14 @@ export function startable(root, s, intro, ready) {
   return status;
 }
 
+/** One sequence of token ids as the graph's input: an int64 tensor (1, L). */
+export function idsTensor(ort, ids) {
+  return new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, ids.length]);
+}
+
 /** Run a model that reads token ids: its logits and weights (layers, H, L, L), flat. */
 export async function run(ort, session, ids) {
-  const tokens = new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, ids.length]);
-  const out = await session.run({ tokens });
+  const out = await session.run({ tokens: idsTensor(ort, ids) });
   return { ids, logits: out.logits.data, weights: out.weights.data };
 }
 
