@@ -135,6 +135,9 @@ extensions = [
     # docs/_ext/attention_widgets.py: the trained models in the reader's browser (ONNX Runtime
     # Web, served by the site; web/ holds the widgets' JavaScript).
     "attention_widgets",
+    # docs/_ext/attention_headviews.py: under a trained model's heatmap, the page's own example
+    # in every layer and head, from a small JSON (web/src/head-view.js; no model, no runtime).
+    "attention_headviews",
     # The bibliography (docs/references.bib) and the :cite:p: / :cite:t: roles.
     "sphinxcontrib.bibtex",
     # sphinx-design's dropdowns, and docs/_ext/attention_exercises.py: each exercise's solution

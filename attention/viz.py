@@ -43,7 +43,9 @@ def _to_array(values, name: str, ndims: tuple[int, ...]):
         raise TypeError(f"{name} must be a tensor or array of numbers; got {type(values).__name__}")
     array = array.astype(float)
     if array.ndim not in ndims:
-        shapes = " or ".join({2: "(L, S)", 3: "(H, L, S)"}[n] for n in ndims)
+        shapes = " or ".join(
+            {2: "(L, S)", 3: "(H, L, S)", 4: "(layers, H, L, S)"}[n] for n in ndims
+        )
         raise ValueError(f"{name} must be {shapes}; got shape {array.shape}")
     if 0 in array.shape:
         raise ValueError(f"{name} has nothing to draw; got shape {array.shape}")

@@ -608,6 +608,8 @@ class _Converter:
             else:
                 line = f"*[{words}]({found[1]}).*"
             return f"{indent}{self._hold(line)}"
+        if name == "head-view":  # the site's view of the figure above (attention_headviews)
+            return ""
         if name == "rubric":
             return f"{indent}{arg}" if self.plain else f"{indent}**{arg}**"
         if name in ("image", "figure"):

@@ -135,6 +135,10 @@ one_cell = (example_weights[1][0].amax(-1) > 0.5).float().mean()  # rows, all he
 print(f"layer 2: {one_cell:.0%} of the rows put more than half their weight on one key")
 # sphinx_gallery_start_ignore
 claim("layer 2, fraction of rows above 0.5", one_cell, above=0.4)
+from attention.head_view import save_head_view
+
+# every layer and head on the example: (H, L, L) each
+save_head_view("11-sentiment", sentence, [w[0] for w in example_weights])
 # sphinx_gallery_end_ignore
 
 # %%
@@ -143,6 +147,8 @@ claim("layer 2, fraction of rows above 0.5", one_cell, above=0.4)
 # layer's *outputs*, and each of those already mixes in the words it attended to. A
 # column labelled ``not`` in layer 2 is the vector at that position after layer 1: the
 # ``not`` plus what it gathered there.
+#
+# .. head-view:: 11-sentiment
 #
 # What the heads do, measured over the held-out set
 # -------------------------------------------------

@@ -412,10 +412,17 @@ plot_attention(
     title=f"Layer 2, head {induction_head}: the highest induction score",
 )
 plt.show()
+# sphinx_gallery_start_ignore
+from attention.head_view import save_head_view
+
+save_head_view("12-induction", labels, [w[n] for w in weights])  # (H, L, L) each
+# sphinx_gallery_end_ignore
 
 # %%
 # In the first half (the upper rows), where no token has occurred before, there is
 # nothing to copy.
+#
+# .. head-view:: 12-induction
 #
 # Switching each head off, two ways
 # ---------------------------------

@@ -278,6 +278,14 @@ fig.colorbar(
     label="attention weight",
 )  # fmt: skip
 _ = fig.suptitle(f"Cross-attention of every head writing {held_out[n].target}")
+from attention.head_view import save_head_view
+
+save_head_view(
+    "15-dates",
+    written_tokens(greedy[n]),
+    cross[n, :, :, :, :length],  # (layers, H, T, S)
+    key_tokens=source_tokens(held_out[n].source),
+)
 # sphinx_gallery_end_ignore
 
 # %%
@@ -287,6 +295,8 @@ _ = fig.suptitle(f"Cross-attention of every head writing {held_out[n].target}")
 # several at the opening ``the``. The alignment runs from the bottom left to the top
 # right, against the source's order. The rows of the dashes and of ``<eos>``, which no
 # source character determines, look wherever.
+#
+# .. head-view:: 15-dates
 #
 # Measured, not eyeballed
 # -----------------------

@@ -468,11 +468,18 @@ labels = [char.replace(" ", "␣") for char in line]
 title = f"Layer 1: attention on {line!r}"
 fig = plot_attention(line_weights[0][0], x_tokens=labels, title=title, vmax=1.0)
 plt.show()
+# sphinx_gallery_start_ignore
+from attention.head_view import save_head_view
+
+save_head_view("16-methods", labels, [w[0] for w in line_weights])  # (H, L, L) each
+# sphinx_gallery_end_ignore
 
 # %%
 # The diagonal, a query's own character, and the cells just left of it, the characters
 # before, hold much of the weight in this run's figure; the rest falls on characters
 # further back, spread out or, in some rows, on one earlier character.
+#
+# .. head-view:: 16-methods
 
 # %%
 # The model in your browser

@@ -555,6 +555,16 @@ def test_a_widget_becomes_a_link_to_the_sites_page():
         assert f"({words}: https://site.test/tutorials/99.html)" in text, text
 
 
+def test_a_head_view_is_left_out_of_the_downloads():
+    # The site's view of the figure above (attention_headviews): the download keeps the figure.
+    source = "The figure.\n\n.. head-view:: 16-methods\n\nAfter."
+    for plain in (False, True):
+        converter = dl._Converter(include=None, links=dl.Links(), docname="t/99", plain=plain)
+        text = converter.finish(converter.prepare_text(source))
+        assert "The figure." in text and "After." in text, text
+        assert "head-view" not in text and "16-methods" not in text, text
+
+
 @pytest.mark.parametrize("script", gallery_scripts(), ids=lambda s: Path(s).stem)
 def test_every_cell_of_every_notebook_is_python_on_its_own(script):
     # The page's code cut as the notebook cuts it: what the page shows and each hidden block.

@@ -35,6 +35,7 @@ from attention import (
     dates,
     flex,
     functional,
+    head_view,
     masks,
     measure,
     recipes,
@@ -333,6 +334,24 @@ def _calls() -> dict[str, Call]:
         ),
         "plot_mask": Call(viz.plot_mask, {"mask": masks.causal_mask(3), "title": "causal"}),
         "plot_blocks": Call(viz.plot_blocks, {"owners": [[0, -1], [0, 1]], "title": "pool"}),
+        # the site's head views
+        **{
+            name: Call(
+                fn,
+                {
+                    **({"name": "bad-input"} if name == "save_head_view" else {}),
+                    "tokens": ["a", "b"],
+                    "weights": torch.full((1, 2, 2, 3), 1 / 3),  # (layers, H, L, S)
+                    "key_tokens": ["x", "y", "z"],
+                },
+                # weights of another size no longer fit the labels
+                names={"weights": ("tokens", "key_tokens")},
+            )
+            for name, fn in (
+                ("head_view_data", head_view.head_view_data),
+                ("save_head_view", head_view.save_head_view),
+            )
+        },
         # reproducibility
         "seed_everything": Call(seed_everything, {"seed": 3}),
         "claim": Call(
