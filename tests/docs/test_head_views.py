@@ -110,8 +110,9 @@ if os.environ.get("SAVE_VIEW") == "1":  # as a page that ran in this process
 """
 
 
-def _build(src, out, *, save: bool):
+def _build(src, out, *, save: bool, pattern: str = ""):
     env = {**os.environ, "NO_COLOR": "1", "SAVE_VIEW": "1" if save else "0"}
+    env["ATTENTION_GALLERY_PATTERN"] = pattern
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     return subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", str(src), str(out)],
@@ -150,3 +151,14 @@ def test_a_view_that_no_page_saved_fails_the_build(tmp_path):
     proc = _build(src, tmp_path / "out", save=False)
     assert proc.returncode != 0
     assert "head view 't-missing' has no example" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_partial_build_leaves_out_a_view_whose_page_did_not_run(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(CONF.format(ext=str(ROOT / "docs" / "_ext")), encoding="utf-8")
+    (src / "index.rst").write_text("Page\n====\n\n.. head-view:: t-missing\n", encoding="utf-8")
+    proc = _build(src, tmp_path / "out", save=False, pattern="13_")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "attention-head-view" not in html
