@@ -243,8 +243,9 @@ def softcap(cap: float):
     .. math::
         \text{score} \leftarrow c \tanh(\text{score} / c)
 
-    Scores much smaller than :math:`c` pass almost unchanged; large ones saturate, so no
-    single key can take all the weight (Gemma 2 caps its attention scores at :math:`c = 50`).
+    Scores much smaller than :math:`c` pass almost unchanged; large ones saturate, so no score
+    grows without bound (Gemma 2 caps its attention scores at :math:`c = 50`). Two capped scores
+    still differ by up to :math:`2c`, so one key can still take nearly all the weight.
 
     Args:
         cap (float): the cap :math:`c > 0`, finite.

@@ -3,14 +3,15 @@ Training an attention classifier
 ================================
 
 .. prerequisites:: 05_masks 07_transformer_block
-   :summary: A small Transformer trained as a sentiment classifier in seconds on a CPU:
-      its training history, held-out accuracy and padding.
+   :summary: A small Transformer trained as a sentiment classifier in under a minute on
+      a CPU: its training history, held-out accuracy and padding.
 
 The pieces of the earlier pages, put to work: token embeddings, positions, two pre-LN
 Transformer blocks of 4 heads each, and a linear head, trained as a sentiment classifier
 on the small synthetic task of :mod:`attention.data`. The page builds the model, trains
-it on one CPU thread in seconds, reads its training history, evaluates it on held-out
-sentences of each kind, and checks that padding never changes its answer.
+it on one CPU thread in under a minute (the time is printed below), reads its training
+history, evaluates it on held-out sentences of each kind, and checks that padding never
+changes its answer.
 
 :ref:`sphx_glr_tutorials_3_training_and_reading_11_visualising_attention.py` then reads
 the trained model: what its heads look at, and which of them it needs.

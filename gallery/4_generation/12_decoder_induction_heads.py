@@ -393,11 +393,11 @@ if copies:
 # includes what the textbook's previous-token head provides.
 #
 # The induction head with the highest score, drawn on one held-out sequence with its
-# tokens on the axes. In the second half (the lower rows), the weight leans
-# :math:`d - 1` positions back, where :math:`d` is this sequence's period, on the token
-# that followed the earlier occurrence of the query's own token (the head's induction
-# score, printed above, is its mean weight there); the figure shows how closely each
-# row follows it:
+# tokens on the axes. From the second row of the second half on (the lower rows), the
+# weight leans :math:`d - 1` positions back, where :math:`d` is this sequence's period,
+# on the token that followed the earlier occurrence of the query's own token (the head's
+# induction score, printed above, is its mean weight there); the figure shows how
+# closely each row follows it:
 
 from attention import plot_attention
 

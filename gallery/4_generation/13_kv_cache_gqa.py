@@ -193,13 +193,14 @@ assert work[max(lengths)][0] < 2 * work[min(lengths)][0]
 # pairs, and the time grows with it. With the cache, the work still grows, through
 # attention over the cached keys (its share of the step is the ``attention`` column),
 # but from a step of about one MFLOP, and by more than half from :math:`S = 32` to 512.
-# On a quiet machine its time then changes little, and at :math:`S = 32` the step
-# without the cache, with about 30 times the work, takes far less than 30 times the
-# time: at this model's size a step's time is mostly the fixed cost of its calls
-# (Python, and the launch of each operation), not arithmetic. The cache removes the
-# re-encoding of the :math:`S - 1` earlier positions; what still grows with :math:`S` is
-# one query's attention over the cache. (The times are measured on this run's machine;
-# where the IQRs are large, a busy machine made them noisy and the medians say less.)
+# On a quiet machine its time should then change little (this run's IQRs show how noisy
+# the machine was), and at :math:`S = 32` the step without the cache, with about 30
+# times the work, takes far less than 30 times the time: at this model's size a step's
+# time is mostly the fixed cost of its calls (Python, and the launch of each operation),
+# not arithmetic. The cache removes the re-encoding of the :math:`S - 1` earlier
+# positions; what still grows with :math:`S` is one query's attention over the cache.
+# (The times are measured on this run's machine; where the IQRs are large, a busy
+# machine made them noisy and the medians say less.)
 #
 # The cache's memory
 # ------------------

@@ -297,8 +297,9 @@ claim("bfloat16 error", errors[torch.bfloat16], above=1e-4, below=5e-2)
 # ---------------------------------
 #
 # A fused kernel never builds the :math:`(N, H, L, S)` weights, so it cannot return
-# them. Both ``nn.MultiheadAttention`` and this package's modules return them by
-# default (``need_weights=True``). Four calls on the same :math:`(2, 512, 256)` input,
+# them. Both ``nn.MultiheadAttention`` and this package's ``MultiHeadAttention`` and
+# ``FusedMultiHeadAttention`` return them by default (``need_weights=True``); its
+# decoder and block modules do not. Four calls on the same :math:`(2, 512, 256)` input,
 # in the same rounds:
 
 weights_mib = 2 * H * 512 * 512 * 4 / 2**20
@@ -632,9 +633,10 @@ else:
 # %%
 # .. solution 1
 #
-# The counter sees the two projections (the packed :math:`(3E, E)` one counts as
-# three :math:`(E, E)` products) and the two products of attention, and adds exactly
-# what the formula says. At :math:`L = 512 = 2E` the two terms are equal.
+# The counter sees the two projections (the packed :math:`(3E, E)` one is a single
+# product that counts as much as three :math:`(E, E)` ones) and the two products of
+# attention, and adds exactly what the formula says. At :math:`L = 512 = 2E` the two
+# terms are equal.
 
 from torch.utils.flop_counter import FlopCounterMode
 

@@ -323,8 +323,9 @@ if measured:
 
 # %%
 # On logarithmic axes a power of L is a straight line whose slope is the exponent: the
-# reference's lines have a slope of about 2 in both panels, the block-wise ones clearly
-# smaller slopes, and at the longest length the reference sits far above them.
+# reference's line has a slope of about 2 without autograd and a somewhat smaller one
+# with it, the block-wise ones clearly smaller slopes, and at the longest length the
+# reference sits far above them.
 #
 # What autograd would keep
 # ------------------------

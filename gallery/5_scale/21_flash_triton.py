@@ -95,13 +95,14 @@ print(f"one program holds {per_program / 1024:.1f} KiB; the scores of one head w
 # its rows, the one number per row the forward saves for the backward.
 #
 # Three details make it correct, to rounding, for any length. The loads are *masked*:
-# the last block of queries or keys may reach past ``L`` or ``S``, and the positions
-# beyond read zeros and get the score :math:`-\infty`, so any length works, not only
-# multiples of the block. A row that has seen no key yet has :math:`m = -\infty`, and
-# :math:`-\infty - (-\infty)` is not a number, so ``m_safe`` stands in 0 for it. And
-# with ``causal=True`` the loop ends at the last key that the block's last query may
-# see: the blocks after it are never loaded, which is where a causal kernel saves close
-# to half of its work, the closer to half the longer the sequence.
+# the last block of queries or keys may reach past ``L`` or ``S``: the positions beyond
+# read zeros, the keys past ``S`` get the score :math:`-\infty`, and the rows past ``L``
+# are computed but never stored, so any length works, not only multiples of the block. A
+# row that has seen no key yet has :math:`m = -\infty`, and :math:`-\infty - (-\infty)`
+# is not a number, so ``m_safe`` stands in 0 for it. And with ``causal=True`` the loop
+# ends at the last key that the block's last query may see: the blocks after it are
+# never loaded, which is where a causal kernel saves close to half of its work, the
+# closer to half the longer the sequence.
 #
 # Exactly PyTorch's attention, on this machine
 # --------------------------------------------

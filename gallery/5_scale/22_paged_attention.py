@@ -20,11 +20,12 @@ memory for tokens. vLLM stores the cache in fixed-size *blocks*, found through a
 table* per sequence, as an operating system pages memory (PagedAttention), and reached
 about 96%; it also lets the samples of one prompt share the prompt's blocks. Orca
 schedules at every step instead of every batch (*continuous batching*). SGLang
-:cite:p:`zheng2024` extends the sharing to a common prompt prefix across requests, which
-this page does not build. This page builds paging, sharing between the samples of one
-prompt and continuous batching with the package's own kernel and cache contract, checks
-that they change no output, and measures them on the character model of
-:ref:`page 16 <sphx_glr_tutorials_4_generation_16_language_model.py>`.
+:cite:p:`zheng2024` finds the prompt prefixes that different requests share and reuses
+their blocks automatically (RadixAttention), which this page does not build. This page
+builds paging, sharing between the samples of one prompt and continuous batching with
+the package's own kernel and cache contract, checks that they change no output, and
+measures them on the character model of :ref:`page 16
+<sphx_glr_tutorials_4_generation_16_language_model.py>`.
 """
 
 # %%
@@ -270,7 +271,7 @@ plt.show()
 # %%
 # In the continuous run a request that finishes frees its blocks at once and a waiting
 # one joins at the next step, and a request's blocks come one at a time as it grows.
-# Much of the white is promised rather than free: the scheduler admits a request only
+# Part of the white is promised rather than free: the scheduler admits a request only
 # when the pool can also hold its whole output, so it never has to evict one (vLLM
 # admits on the prompt alone, and evicts when the pool runs out). The static batches run
 # one after the other: every row keeps its blocks, and keeps computing, until the
@@ -413,7 +414,9 @@ assert blocks[True] == full + n * (-(-(len(prompt) + new - 1) // block) - full)
 # kernel on it: simple and exact, but it copies the keys and values of every row, every
 # layer, every step. vLLM's kernel (and FlashAttention's and FlashInfer's paged kernels)
 # takes the block table as an argument and reads each block in place, where it lies in
-# the pool, while it runs the online softmax over the blocks; nothing is copied, and the
+# the pool (FlashAttention's and FlashInfer's with the online softmax over the blocks,
+# vLLM's first kernel with all the scores first and then one softmax); nothing is
+# copied, and the
 # block size trades the positions wasted in each sequence's last block against the
 # kernel's efficiency (vLLM's default is 16). A GPU server
 # also packs the rows of a call end to end instead of padding them to the longest, so a
