@@ -173,10 +173,10 @@ plt.show()
 # ---------------------------
 #
 # Now the **values**, the contents of the pages. In a real model they are long vectors
-# that are learned; here each page's content is summed up by two made-up numbers, so
-# that it can be drawn as a point. The hard lookup returns the value of the best page.
-# The soft lookup returns the weighted average of all the values, each weighted by its
-# page's softmax weight.
+# computed from the tokens by a learned projection; here each page's content is summed
+# up by two made-up numbers, so that it can be drawn as a point. The hard lookup returns
+# the value of the best page. The soft lookup returns the weighted average of all the
+# values, each weighted by its page's softmax weight.
 
 values = torch.tensor(
     [[1.0, 1.0], [4.0, 1.2], [1.4, 3.6], [4.2, 3.8], [2.2, 4.6]], device=device

@@ -591,10 +591,11 @@ assert torch.allclose(masked_weights.sum(-1), torch.ones(L, device=device))
 # -----------------------
 #
 # PyTorch has the same operation as
-# ``torch.nn.functional.scaled_dot_product_attention``. It returns only the output (its
-# fused kernels never hold the whole matrix of weights), and its boolean ``attn_mask``
-# has the same meaning as ours: ``True`` may attend. The package gives the same numbers
-# as the four steps written out above and as PyTorch, with and without the mask.
+# ``torch.nn.functional.scaled_dot_product_attention``. It returns only the output,
+# whichever kernel runs (its fused kernels never hold the whole matrix of weights), and
+# its boolean ``attn_mask`` has the same meaning as ours: ``True`` may attend. The
+# package gives the same numbers as the four steps written out above and as PyTorch,
+# with and without the mask.
 
 import torch.nn.functional as F
 

@@ -229,8 +229,9 @@ plt.show()
 # %%
 # The middle panel holds exactly the opposite values of the left one for the same
 # meaning: passing a mask of one convention to a function of the other attends to *only*
-# the tokens that should have been blocked. That is why this package refuses any mask
-# that is not bool, with a message that says how to convert:
+# the tokens that should have been blocked, and a row that allowed every key is left
+# with none. That is why this package refuses any mask that is not bool, with a message
+# that says how to convert:
 
 import textwrap
 
@@ -391,9 +392,10 @@ print(
 # sentence 1, which has no key left. ``nn.MultiheadAttention`` takes different routes
 # depending on its arguments and mode, so three are run: *(weights)* is the default
 # ``need_weights=True``; *(no weights)* is ``need_weights=False`` in training mode;
-# *(fast path)* is ``need_weights=False`` in evaluation mode without autograd, the fast
-# path PyTorch uses for inference. (``nn.MultiheadAttention`` starts its output bias at
-# 0, so where attention's output is 0 the module's output is 0 too.)
+# *(fast path)* is evaluation mode without autograd, with query, key and value the same
+# tensor and ``batch_first=True`` (run here with ``need_weights=False``): the fast path
+# PyTorch uses for inference. (``nn.MultiheadAttention`` starts its output bias at 0, so
+# where attention's output is 0 the module's output is 0 too.)
 
 qe, ke, ve = (t.clone().requires_grad_() for t in (q, k, v))
 uniform = v[1].mean(dim=-2)  # (H, D): every value averaged, padding and future included

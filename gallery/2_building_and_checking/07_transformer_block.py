@@ -556,13 +556,13 @@ claim("pre-LN ratio, lowest", min(r[1] for r in ratios.values()), above=1)
 # stronger than it left the last at each of the four depths (the right column, above 1
 # in every row; the claim on its lowest holds over the same 30 runs). These are
 # gradients entering the blocks at initialisation, not a training run.
-# :cite:t:`xiong2020` made the argument in full: they showed that at initialisation
-# post-LN's gradients are largest near the output, which is why post-LN needs a
-# learning-rate warm-up, and that pre-LN trains without one. Pre-LN pays with a stream
-# that grows with depth and needs a final LayerNorm. At 6 blocks, the depth of
-# :cite:t:`vaswani2017`, post-LN loses little in this run (the first line of the
-# table), and ``nn.TransformerEncoderLayer`` still defaults to it
-# (``norm_first=False``), as does this package.
+# :cite:t:`xiong2020` made the argument in full: they showed that at initialisation the
+# gradients of post-LN's parameters are largest near the output, which is why post-LN
+# needs a learning-rate warm-up, and that pre-LN trains without one. Pre-LN pays with a
+# stream that grows with depth and needs a final LayerNorm. At 6 blocks, the depth of
+# :cite:t:`vaswani2017`, post-LN loses little in this run (the first line of the table),
+# and ``nn.TransformerEncoderLayer`` still defaults to it (``norm_first=False``), as
+# does this package.
 #
 # Equal to ``nn.TransformerEncoderLayer``
 # ---------------------------------------
