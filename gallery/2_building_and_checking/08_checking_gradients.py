@@ -501,7 +501,6 @@ claim(
     "key-bias gradient / smallest other (float32)", k_bias_32 / min(others), below=1e-5
 )
 claim("key-bias gradient, float64 / float32", k_bias_64 / k_bias_32, below=1e-6)
-claim("largest / smallest other gradient", max(others) / min(others), below=1e2)
 # sphinx_gallery_end_ignore
 
 # sphinx_gallery_start_ignore
@@ -520,8 +519,9 @@ plt.show()
 # sphinx_gallery_end_ignore
 
 # %%
-# The other bars lie within two orders of magnitude of one another (the largest over
-# the smallest is the ratio printed above); the key bias (red), more than five orders
+# The other bars lie close together: the largest over the smallest is the ratio printed
+# above (under 100 in the 30 runs that set this page's checks and in 19 of 20 runs on
+# seeds they never saw, 118 in the other); the key bias (red), more than five orders
 # below the smallest of them, is rounding noise.
 #
 # A gradient of 0 does not freeze a parameter
