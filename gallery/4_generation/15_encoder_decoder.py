@@ -224,11 +224,12 @@ assert greedy.shape[1] == 12  # every source wrote its ten characters and <eos>
 # Source characters run along the bottom (``␣`` a space), the characters the model wrote
 # down the side; one column per layer, one row per head (heads from 0):
 
+# sphinx_gallery_start_ignore
 formats = [e.format for e in held_out]
 written_day_first = "the {dth} of {Month} {yyyy}"
 day_first = [m for m in range(N) if formats[m] == written_day_first and greedy_right[m]]
 n = min(day_first, key=lambda m: len(held_out[m].source))  # the shortest one
-# sphinx_gallery_start_ignore
+
 import matplotlib.pyplot as plt
 
 from attention import plot_attention
@@ -448,8 +449,8 @@ claim(
 # The same alignment, wherever the format puts the fields: the mean of layer 2's heads
 # for three more held-out dates, on one scale.
 
-shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
 # sphinx_gallery_start_ignore
+shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
 fig, axes = plt.subplots(3, 1, figsize=(7, 11), layout="constrained")
 for axis, format in zip(axes, shown, strict=True):
     k = first_right(format)
@@ -758,9 +759,7 @@ claim(
 #   stopping rule that ends the search once four hypotheses have ended, it can also
 #   return a short output of lower score.
 #
-# API used on this page: :class:`attention.Seq2SeqTransformer`,
-# :class:`attention.TransformerDecoderBlock`, :func:`attention.plot_attention`,
-# :func:`attention.plot_matrix`, :mod:`attention.dates`,
+# API used on this page: :class:`attention.Seq2SeqTransformer`, :mod:`attention.dates`,
 # :func:`attention.recipes.fit_date_model`, :func:`attention.training.format_history`,
 # :func:`attention.training.count_parameters`, :func:`attention.ablation.head_ablated`,
 # :func:`attention.ablation.mean_head_outputs` and :func:`attention.repro.num_threads`.
@@ -777,9 +776,13 @@ claim(
 # .. solution 1
 #
 # Without cross-attention nothing the decoder reads depends on the source: it writes the
-# same date for every source, and no date comes out right but the odd one that happens
-# to be that date. What is kept is what does not depend on the source, the dashes in
-# their places.
+# same output for every source (one distinct output in every run the page was checked
+# on), and no date comes out right but the odd one that happens to be that output. What
+# can be kept is what does not depend on the source, the form of a date. The dashes
+# stood in their places in all 30 runs that tuned this page (seeds 0 to 9 on three CPU
+# kernels) and in 19 of 20 runs on seeds never used to tune it; in the other (seed
+# 761067) the one output was ``199-08-030``, a year of three digits and each dash one
+# place early. In this run, the output and whether its dashes are in place:
 
 import contextlib
 
@@ -803,7 +806,6 @@ print(
 # sphinx_gallery_start_ignore
 claim("exact match without cross-attention", blind_exact, below=0.01)
 claim("different outputs without cross-attention", len(set(blind_text)), below=1.5)
-claim("dashes in place without cross-attention", dashes, above=0.9)
 # sphinx_gallery_end_ignore
 
 # %%
