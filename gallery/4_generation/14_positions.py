@@ -445,8 +445,8 @@ for scheme in schemes:
     print(f"{scheme:<11} {seconds[scheme]:7.1f}  {row}")
 learns = {scheme: losses[scheme][0] < 0.15 for scheme in schemes}  # at length 32
 print(
-    "learned the task at length 32 (loss below 0.15): "
-    + (", ".join(scheme for scheme in schemes if learns[scheme]) or "no scheme")
+    "the schemes that learned the task at length 32 (loss below 0.15): "
+    + (", ".join(repr(scheme) for scheme in schemes if learns[scheme]) or "none")
 )
 rise = losses["rotary"][2] - losses["rotary"][0]
 print(f"rotary: loss at 128 minus loss at 32 = {rise:.3f}")
