@@ -272,22 +272,24 @@ for ax, (kind, (i, words, panel)) in zip(axes, panels.items(), strict=True):
 colour_bar = axes[-1].inset_axes([1.06, 0.0, 0.07, 1.0])
 fig.colorbar(axes[-1].images[0], cax=colour_bar, label="attention weight")
 fig.suptitle(f"Layer {not_layer}, head {not_head} on three held-out sentences")
-_, words, panel = panels["flipping 'not'"]
-columns = panel.sum(0)  # the weight each key receives  (S,)
-others = columns[[w != "not" for w in words]]
-claim(
-    "flipping 'not' column / the next brightest",
-    columns[words.index("not")] / others.max(),
-    above=1,
-)
 # sphinx_gallery_end_ignore
 plt.show()
 
 # %%
-# Each panel's title gives the model's prediction and its confidence. In the middle
-# panel the ``not`` that flips the signal word has the brightest column. Over all
-# held-out sentences of each kind, the weight a word puts, on average, on the signal
-# word and on the ``not``:
+# Each panel's title gives the model's prediction and its confidence. The flipping
+# ``not`` had the middle panel's brightest column (its weights summed over the queries)
+# in all 30 runs that tuned the page (seeds 0-9, three CPU kernels) and in 19 of 20 on
+# seeds never used to tune it (seed 687856: 0.87 of another word's). This run's two
+# brightest:
+
+_, words, panel = panels["flipping 'not'"]
+received, top = panel.sum(0).topk(2)  # the two brightest columns  (2,) each
+pairs = zip(received.tolist(), top.tolist(), strict=True)
+print("middle panel:", ", ".join(f"{words[j]!r} {r:.2f}" for r, j in pairs))
+
+# %%
+# Over all held-out sentences of each kind, the weight a word puts, on average, on the
+# signal word and on the ``not``:
 
 not_ratio = {}  # kind -> weight on the 'not' / a uniform head's on one word
 for kind, chosen in kinds.items():
@@ -334,9 +336,10 @@ claim(
 #
 # There are two ways to switch a head off. *Zero-ablation* replaces its output with
 # zeros. *Mean-ablation* replaces it with the head's mean output over every position of
-# the held-out sentences (from :func:`attention.ablation.mean_head_outputs`), which
-# keeps the average signal the later layers were trained to expect and removes only
-# what depends on the sentence. Both, for each of the eight heads:
+# the padded held-out batch, padding included (from
+# :func:`attention.ablation.mean_head_outputs`), which keeps the average signal the
+# later layers were trained to expect and removes only what depends on the sentence.
+# Both, for each of the eight heads:
 
 from attention.ablation import head_ablated, mean_head_outputs
 

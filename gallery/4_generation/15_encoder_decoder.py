@@ -86,9 +86,9 @@ for example in make_dates(4, seed=1):
 # --------------------
 #
 # The model reads and writes one character at a time. The source has one token per
-# character a format may write, and padding; the target has the eleven characters of
-# ISO 8601 (digits and ``-``), padding, and the tokens that begin and end a sequence
-# (``<bos>``, ``<eos>``). :func:`attention.dates.encode_sources` and
+# character a format may write, and padding; the target has the eleven symbols that ISO
+# 8601 uses (the ten digits and ``-``), padding, and the tokens that begin and end a
+# sequence (``<bos>``, ``<eos>``). :func:`attention.dates.encode_sources` and
 # :func:`attention.dates.encode_targets` turn text into ids:
 
 from attention.dates import SOURCE_VOCAB, TARGET_VOCAB, encode_sources, encode_targets
@@ -224,11 +224,12 @@ assert greedy.shape[1] == 12  # every source wrote its ten characters and <eos>
 # Source characters run along the bottom (``␣`` a space), the characters the model wrote
 # down the side; one column per layer, one row per head (heads from 0):
 
+# sphinx_gallery_start_ignore
 formats = [e.format for e in held_out]
 written_day_first = "the {dth} of {Month} {yyyy}"
 day_first = [m for m in range(N) if formats[m] == written_day_first and greedy_right[m]]
 n = min(day_first, key=lambda m: len(held_out[m].source))  # the shortest one
-# sphinx_gallery_start_ignore
+
 import matplotlib.pyplot as plt
 
 from attention import plot_attention
@@ -458,8 +459,8 @@ claim(
 # The same alignment, wherever the format puts the fields: the mean of layer 2's heads
 # for three more held-out dates, on one scale.
 
-shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
 # sphinx_gallery_start_ignore
+shown = ["{Wkd} {dd}/{mm}/{yyyy}", "{Month} {dth}, {yy}", "{yyyy} {mon} {d}"]
 fig, axes = plt.subplots(3, 1, figsize=(7, 11), layout="constrained")
 for axis, format in zip(axes, shown, strict=True):
     k = first_right(format)
@@ -525,10 +526,11 @@ claim(
 # sphinx_gallery_end_ignore
 
 # %%
-# In layer 2 the four heads agree on the character for a minority of the digits, and on
-# average a head is a sharper pointer than their mean (the entropies above): the heads
-# split the reading of a field between them. A heatmap of the heads' mean is the right
-# picture of *where* a layer reads, and the picture of no head.
+# In layer 2 the four heads agree on the character for a minority of the digits, and
+# their mean is flatter than a head by the gap in the entropies above (a mean of
+# distributions is never sharper than they are on average; the size of the gap is the
+# evidence): the heads split the reading of a field between them. A heatmap of the
+# heads' mean is the right picture of *where* a layer reads, and the picture of no head.
 #
 # The mistakes
 # ------------
@@ -740,24 +742,21 @@ claim(
 
 # %%
 # Where beam search fixes a mistake, it found an output of higher score that greedy
-# decoding passed by. Where it breaks a right output, its output is either a wrong date
-# the model itself scores higher or one that ended early (the counts printed above say
-# which, in this run): beam search stops once four
-# hypotheses have ended (fairseq's rule, which the package follows), so short, unlikely
-# outputs can fill the beam before a likelier one finishes. Those of lower score than
-# greedy decoding's output are the stopping rule's doing, not the wider search's. Here
-# beam search is not measurably more accurate than greedy decoding (both accuracies
-# printed above; every build checks it gains under half a point), for four hypotheses
-# per source where greedy decoding runs one.
+# decoding passed by. Where it breaks a right output, its output is a wrong date the
+# model scores higher or one that ended early (the counts above say which, in this
+# run): beam search stops once four hypotheses have ended (fairseq's rule, which the
+# package follows), so short, unlikely outputs can fill the beam before a likelier one
+# finishes. Here beam search is not measurably more accurate than greedy decoding (both
+# accuracies printed above; every build checks it gains under half a point), for four
+# hypotheses per source where greedy decoding runs one.
 #
 # The model in your browser
 # -------------------------
 #
 # The site's build exports this model with :func:`attention.export.export_onnx` and
-# checks that ONNX Runtime gives PyTorch's logits and weights to within :math:`10^{-4}`.
-# On the site it runs in your browser (about 15 MB, loaded when you start it): write a
-# date, and it writes the day by greedy decoding, one run per character; the grid is the
-# cross-attention of the layer and head you choose.
+# checks ONNX Runtime against PyTorch to within :math:`10^{-4}`. On the site it runs in
+# your browser (about 15 MB, loaded when you start it): write a date, and read the
+# model's answer and the cross-attention of the layer and head you choose.
 #
 # .. widget:: dates
 #    :model: dates
@@ -769,20 +768,16 @@ claim(
 #   cross-attention takes its queries from the target and its keys and values from the
 #   memory (computed once per source), and is the decoder's only view of the source.
 # - Trained on date normalisation, cross-attention is an alignment that can be
-#   measured: in layer 2, averaged over heads, each digit of the month, of the day and
-#   of the year's last two puts most of its weight on the field it writes, wherever the
-#   format puts it, and the last digits of the year on the very characters they copy.
-# - Averaging heads keeps the field-level alignment and hides that the heads split the
-#   characters between them. The mistakes are mostly not misalignments of fields: the
-#   row that writes a wrong digit still reads the right field, and the digit it writes
-#   is mostly a ``0`` or another digit of that field.
+#   measured: in layer 2, averaged over heads and formats, each digit of the month, of
+#   the day and of the year's last two puts most of its weight on the field it writes.
+# - Averaging heads hides that the heads split the characters between them. The
+#   mistakes are mostly not misalignments: the row that writes a wrong digit still
+#   reads the right field.
 # - Beam search can find an output of higher score than greedy decoding's; with a
 #   stopping rule that ends the search once four hypotheses have ended, it can also
 #   return a short output of lower score.
 #
-# API used on this page: :class:`attention.Seq2SeqTransformer`,
-# :class:`attention.TransformerDecoderBlock`, :func:`attention.plot_attention`,
-# :func:`attention.plot_matrix`, :mod:`attention.dates`,
+# API used on this page: :class:`attention.Seq2SeqTransformer`, :mod:`attention.dates`,
 # :func:`attention.recipes.fit_date_model`, :func:`attention.training.format_history`,
 # :func:`attention.training.count_parameters`, :func:`attention.ablation.head_ablated`,
 # :func:`attention.ablation.mean_head_outputs` and :func:`attention.repro.num_threads`.
@@ -799,9 +794,13 @@ claim(
 # .. solution 1
 #
 # Without cross-attention nothing the decoder reads depends on the source: it writes the
-# same date for every source, and no date comes out right but the odd one that happens
-# to be that date. What is kept is what does not depend on the source, the dashes in
-# their places.
+# same output for every source (one distinct output in every run the page was checked
+# on), and no date comes out right but the odd one that happens to be that output. What
+# can be kept is what does not depend on the source, the form of a date. The dashes
+# stood in their places in all 30 runs that tuned this page (seeds 0 to 9 on three CPU
+# kernels) and in 19 of 20 runs on seeds never used to tune it; in the other (seed
+# 761067) the one output was ``199-08-030``, a year of three digits and each dash one
+# place early. In this run, the output and whether its dashes are in place:
 
 import contextlib
 
@@ -825,7 +824,6 @@ print(
 # sphinx_gallery_start_ignore
 claim("exact match without cross-attention", blind_exact, below=0.01)
 claim("different outputs without cross-attention", len(set(blind_text)), below=1.5)
-claim("dashes in place without cross-attention", dashes, above=0.9)
 # sphinx_gallery_end_ignore
 
 # %%
