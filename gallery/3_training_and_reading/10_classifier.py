@@ -350,7 +350,7 @@ print(
     f"{int(short.sum())} sentences; logits, padded to 12 vs 8: largest change "
     f"{change:.1e}"
 )
-assert torch.allclose(logits_12, logits_8, atol=1e-5)
+assert torch.allclose(logits_12, logits_8, atol=1e-4)  # float32 rounding
 
 # %%
 # The logits agree to float32 rounding (the value printed above). Pooling with a plain
@@ -372,7 +372,7 @@ print(
     f"{masked_change:.1e}"
 )
 # sphinx_gallery_start_ignore
-assert plain_change > 0.1 and masked_change < 1e-5
+assert plain_change > 0.1 and masked_change < 1e-4  # float32 rounding
 # sphinx_gallery_end_ignore
 
 # %%
