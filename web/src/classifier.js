@@ -2,7 +2,7 @@
 // task's words, see the prediction, and read every head of every layer (a head view: focus a
 // word to see where its query looks).
 
-import { element, field, HeadView, run, startable, strings } from "./widget.js";
+import { element, field, HeadView, ModelWidget, run } from "./widget.js";
 
 const OWN = {
   en: {
@@ -25,13 +25,9 @@ const OWN = {
   },
 };
 
-export class ClassifierWidget {
+export class ClassifierWidget extends ModelWidget {
   constructor(root) {
-    this.root = root;
-    this.s = strings(OWN);
-    this.last = null;
-    root.attentionWidget = this; // the site's browser tests read `last` from here
-    this.status = startable(root, this.s, this.s.intro, (ort, session, card) => this.ready(ort, session, card));
+    super(root, OWN);
   }
 
   async ready(ort, session, card) {

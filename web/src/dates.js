@@ -5,7 +5,7 @@
 // character read, as the page draws it.
 
 import { crossGrid, decodeTarget, encodeSource, greedyNext } from "./decoding.js";
-import { element, field, idsTensor, startable, strings } from "./widget.js";
+import { element, field, idsTensor, ModelWidget } from "./widget.js";
 
 const OWN = {
   en: {
@@ -47,13 +47,9 @@ function shown(char) {
   return char === " " ? "␣" : char;
 }
 
-export class DatesWidget {
+export class DatesWidget extends ModelWidget {
   constructor(root) {
-    this.root = root;
-    this.s = strings(OWN);
-    this.last = null;
-    root.attentionWidget = this; // the site's browser tests read `last` from here
-    this.status = startable(root, this.s, this.s.intro, (ort, session, card) => this.ready(ort, session, card));
+    super(root, OWN);
   }
 
   async ready(ort, session, card) {

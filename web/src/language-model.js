@@ -3,7 +3,7 @@
 // top-p, and see where every head of every layer looks.
 
 import { draw, samplingDistribution } from "./sampling.js";
-import { element, field, HeadView, run, startable, strings } from "./widget.js";
+import { element, field, HeadView, ModelWidget, run } from "./widget.js";
 
 const OWN = {
   en: {
@@ -41,13 +41,9 @@ function shown(char) {
   return { "\n": "↵", " ": "␣", "\t": "⇥" }[char] ?? char;
 }
 
-export class LanguageModelWidget {
+export class LanguageModelWidget extends ModelWidget {
   constructor(root) {
-    this.root = root;
-    this.s = strings(OWN);
-    this.last = null;
-    root.attentionWidget = this; // the site's browser tests read `last` from here
-    this.status = startable(root, this.s, this.s.intro, (ort, session, card) => this.ready(ort, session, card));
+    super(root, OWN);
   }
 
   async ready(ort, session, card) {

@@ -86,6 +86,21 @@ export function startable(root, s, intro, ready) {
 }
 
 /** One sequence of token ids as the graph's input: an int64 tensor (1, L). */
+/**
+ * What every model widget starts as: its words in the page's language (COMMON's and ``own``),
+ * ``root.attentionWidget`` (the site's browser tests read ``last`` from it) and the start button,
+ * which calls the subclass's ``ready(ort, session, card)`` once the model has loaded.
+ */
+export class ModelWidget {
+  constructor(root, own) {
+    this.root = root;
+    this.s = strings(own);
+    this.last = null;
+    root.attentionWidget = this;
+    this.status = startable(root, this.s, this.s.intro, (ort, session, card) => this.ready(ort, session, card));
+  }
+}
+
 export function idsTensor(ort, ids) {
   return new ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, ids.length]);
 }
