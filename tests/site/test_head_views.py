@@ -6,11 +6,10 @@ axe in both colour schemes, speaks the page's language, and loads no model and n
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from test_accessibility import axe_violations, describe
-from test_widgets import _open
+from test_widgets import HEAVY, _open
 
 from attention.head_view import DECIMALS
 
@@ -22,8 +21,6 @@ VIEWS = {
     "15-dates": "tutorials/4_generation/15_encoder_decoder.html",
     "16-methods": "tutorials/4_generation/16_language_model.html",
 }
-#: What a head view must never fetch: a model or the runtime.
-HEAVY = re.compile(r"\.(wasm|onnx)(\?|$)|/_static/ort/|/_static/models/")
 
 
 def _selector(name: str) -> str:

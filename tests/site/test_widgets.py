@@ -38,7 +38,7 @@ KEYBOARD = {
     "dates": (".attention-widget-written", "ArrowDown"),  # the rows of the grid
 }
 #: Loaded only after the reader starts a widget.
-HEAVY = re.compile(r"\.(wasm|onnx)$|/_static/ort/|/_static/models/")
+HEAVY = re.compile(r"\.(wasm|onnx)(\?|$)|/_static/ort/|/_static/models/")
 
 
 def _selector(kind: str) -> str:
