@@ -19,9 +19,10 @@ different times, combine into one table::
 
 A page that appears in several logs is taken from the newest log that has it, whole, so a page
 changed and swept again replaces its older runs. ``--carry old.md`` keeps the rows of an earlier
-table for the pages that no log covers, marked as carried, with the sweep they came from. A claim
-whose bound changed between runs (its value computed as before) is judged in every run against the
-bound of its newest run, the one the page has now.
+table for the pages that no log's tuning runs cover, marked as carried, with the sweep they came
+from. A claim whose bound changed between runs (its value computed as before) is judged in every
+run against the bound of its newest run, the one the page has now; a claim the page no longer makes
+(removed or renamed since) is left out, of the logs and of the carried rows alike.
 
 **Held out.** Bounds are set from the tuning seeds 0-9, so those runs cannot also test them: a
 new run falls outside the range of n earlier ones with probability about 2 / (n + 1) per claim.
@@ -37,7 +38,9 @@ settings in every ``make test``.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
+import functools
 import json
 import math
 import os
@@ -181,6 +184,45 @@ def read_logs(logs: list[Path]) -> list[Run]:
     return [run for i, runs in enumerate(by_log) for run in runs if newest[run.page] == i]
 
 
+def made_claims(source: str) -> re.Pattern:
+    """What the names of the claims that ``source`` makes look like, as one regular expression.
+
+    Each ``claim(name, ...)`` call gives its name: a string as it stands, an f-string with
+    ``.+`` for each of its fields, any other expression ``.*`` (the name is known only when it
+    runs). A ``|`` in a name is written ``¦``, as the table writes it.
+    """
+
+    def pattern(node: ast.expr) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return re.escape(node.value.replace("|", "¦"))
+        if isinstance(node, ast.JoinedStr):
+            return "".join(
+                pattern(part) if isinstance(part, ast.Constant) else ".+" for part in node.values
+            )
+        return ".*"
+
+    names = [
+        pattern(node.args[0])
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "claim" and node.args
+    ]
+    return re.compile("|".join(f"(?:{name})" for name in names) or "(?!)")
+
+
+@functools.cache
+def _claims_of(page: str) -> re.Pattern | None:
+    found = [p for p in pages() if p.name == page]
+    return made_claims(found[0].read_text()) if found else None
+
+
+def still_made(page: str, name: str) -> bool:
+    """Whether the gallery page named ``page`` (a file name) still makes the claim ``name``: a
+    claim removed or renamed since a run was logged or a table written is left out of the new
+    table. A name that is no page of the gallery's is kept: nothing says what it claims."""
+    made = _claims_of(page)
+    return made is None or bool(made.fullmatch(name.replace("|", "¦")))
+
+
 def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
     """The table rows of ``tables`` for pages not in ``covered``, marked with their source."""
     rows = []
@@ -189,7 +231,7 @@ def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             if len(cells) != 7 or not re.match(r"\d\d_\w+\.py$", cells[0]):
                 continue
-            if cells[0] in covered:
+            if cells[0] in covered or not still_made(cells[0], cells[1]):
                 continue
             cells[-1] = f"{cells[-1]} (carried from {table.name})"
             rows.append("| " + " | ".join(cells) + " |")
@@ -276,8 +318,8 @@ def margins_table(
         lines += sorted(carried)
         lines += [
             "",
-            "Rows marked *carried* come from an earlier sweep of a page that no log of this one",
-            "covers: the page's claims have not changed since, or it was not run again.",
+            "Rows marked *carried* come from an earlier sweep of a page whose tuning runs no",
+            "log of this one covers, for the claims the page still makes.",
         ]
     if held_out:
         lines += [
@@ -315,7 +357,8 @@ def _claims_rows(runs: list[Run]) -> list[str]:
     claims: dict[tuple[str, str], list[dict]] = {}
     for run in runs:
         for record in run.claims or ():
-            claims.setdefault((record["page"], record["claim"]), []).append(record)
+            if still_made(record["page"], record["claim"]):
+                claims.setdefault((record["page"], record["claim"]), []).append(record)
     lines = [
         "| page | claim | bound | values seen | runs | weakest margin | at |",
         "|---|---|---|---|---|---|---|",
@@ -377,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = read_logs(args.from_logs)
         seeds = sorted({run.seed for run in runs})
         capabilities = sorted({run.capability for run in runs}, key=CAPABILITIES.index)
-        carried = carried_rows(args.carry, {run.page for run in runs})
+        tuned = {run.page for run in runs if run.seed not in HELD_OUT_SEEDS}
+        carried = carried_rows(args.carry, tuned)
         table = margins_table(runs, seeds=seeds, capabilities=capabilities, carried=carried)
         args.out.write_text(table)
         print(f"wrote {args.out} from {len(runs)} runs and {len(carried)} carried rows")

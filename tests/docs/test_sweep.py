@@ -60,3 +60,19 @@ def test_the_held_out_seeds_never_set_a_bound():
     assert len(set(sweep.HELD_OUT_SEEDS)) == 20 and min(sweep.HELD_OUT_SEEDS) > 9
     with pytest.raises(SystemExit):
         sweep.main(["--seeds", f"{sweep.HELD_OUT_SEEDS[0]}", "--pages", "^$"])
+
+
+def test_a_claim_the_page_no_longer_makes_is_left_out():
+    source = (
+        'claim("held-out accuracy", acc, above=0.9)\n'
+        'claim(f"layer {layer}: share on the field", share, above=0.5)\n'
+        "claim(name, value, below=1)\n"
+    )
+    made = sweep.made_claims(source)
+    assert made.fullmatch("held-out accuracy") and made.fullmatch("layer 2: share on the field")
+    assert not sweep.made_claims(source.replace("claim(name", "print(name")).fullmatch("other")
+    assert not sweep.made_claims("print(1)\n").fullmatch("held-out accuracy")
+    page = sweep.pages("^08_")[0]
+    assert sweep.still_made(page.name, "float32: smallest error")
+    assert not sweep.still_made(page.name, "largest / smallest other gradient")  # removed
+    assert sweep.still_made("99_page.py", "accuracy")  # not a page: nothing to judge by
