@@ -200,10 +200,12 @@ plt.show()
 # disagree by several points, and not only in the direction of overfitting: the
 # running training accuracy averages over an epoch in which the weights improve, while
 # the held-out accuracy is measured with the better weights at its end, so the held-out
-# curve is the higher one in several epochs, and the widest gap is in its favour; how
-# many epochs go each way, and the widest gap each way, are printed below. By the last
-# epoch they are within a few points of each other, and the loss is below 0.15. In
-# numbers, from the history above:
+# curve is the higher one in several epochs (in at least four in every run this page
+# was checked on), and in most runs the widest gap is in its favour (in all 30 runs that
+# tuned the page and in 57 of 60 on seeds never used to tune it); how many epochs go
+# each way, and the widest gap each way, are printed below. By the last epoch they are
+# within a few points of each other, and the loss is below 0.15. In numbers, from the
+# history above:
 
 val_acc = [row["val_acc"] for row in history]
 train_acc = [row["train_acc"] for row in history]
@@ -234,7 +236,6 @@ claim(
     "epochs below 60% held-out accuracy at the start", slow_start, above=0.5, below=2.5
 )
 claim("loss after epoch 1 / ln 2", history[0]["loss"] / 0.6931, above=0.95, below=1.1)
-claim("widest gap, held-out minus training (points)", 100 * gaps[widest], above=3)
 claim("epochs with held-out above training", sum(g > 0 for g in gaps), above=3)
 claim("last epoch, |held-out - training| (points)", 100 * abs(gaps[-1]), below=8)
 claim("last epoch, training loss", history[-1]["loss"], below=0.15)
