@@ -297,11 +297,11 @@ def fit_date_model(
     sources padded to 32 characters; :func:`attention.training.train` minimises the
     cross-entropy of every target character (the ten of ``2021-03-03`` and EOS), read with
     teacher forcing, on one thread so that the number of cores does not change the model.
-    About 25 s on one CPU core, for a held-out exact match (greedy decoding) of 96-99% over
-    seeds 0-9 and the three CPU capabilities, and above 90% in 58 of 60 runs on seeds never
-    used to choose it (``tests/docs/claims.md``'s held-out seeds; the other two ended at 84.5%
-    and 88.6%). The cheaper recipes tried (250 steps of 128, 400 steps of 64 at ``lr=1e-2`` or
-    ``7e-3``) fall below 95% for some of seeds 0-4.
+    About 25 s on one CPU core, for an exact match on the held-out dates (greedy decoding) of
+    96-99% over seeds 0-9 and the three CPU capabilities, and above 90% in 58 of 60 runs on
+    seeds never used to choose it (``HELD_OUT_SEEDS`` of ``tests/docs/sweep.py`` on the three
+    capabilities; the other two ended at 84.5% and 88.6%). The cheaper recipes tried (250 steps
+    of 128, 400 steps of 64 at ``lr=1e-2`` or ``7e-3``) fall below 95% for some of seeds 0-4.
 
     Args:
         seed (int): seeds the model's initialisation and the order of the examples.

@@ -279,8 +279,9 @@ plt.show()
 # Each panel's title gives the model's prediction and its confidence. The flipping
 # ``not`` had the middle panel's brightest column (its weights summed over the queries)
 # in all 30 runs that tuned the page (seeds 0-9, three CPU kernels) and in 59 of 60 on
-# seeds never used to tune it (20 seeds on the same kernels; seed 687856 on the default
-# kernel: 0.87 of another word's). This run's two brightest:
+# seeds never used to tune it (20 seeds on the same kernels; at seed 687856 on the
+# default kernel the ``not`` column summed to 0.87 of the brightest, ``dull``'s). This
+# run's two brightest:
 
 _, words, panel = panels["flipping 'not'"]
 received, top = panel.sum(0).topk(2)  # the two brightest columns  (2,) each
