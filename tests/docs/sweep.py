@@ -22,7 +22,8 @@ changed and swept again replaces its older runs. ``--carry old.md`` keeps the ro
 table for the pages that no log's tuning runs cover, marked as carried, with the sweep they came
 from. A claim whose bound changed between runs (its value computed as before) is judged in every
 run against the bound of its newest run, the one the page has now; a claim the page no longer makes
-(removed or renamed since) is left out, of the logs and of the carried rows alike.
+(removed or renamed since) is left out, of the logs and of the carried rows alike, and so is a
+carried row whose bound differs from the one this sweep's runs recorded for the claim.
 
 **Held out.** Bounds are set from the tuning seeds 0-9, so those runs cannot also test them: a
 new run falls outside the range of n earlier ones with probability about 2 / (n + 1) per claim.
@@ -223,8 +224,22 @@ def still_made(page: str, name: str) -> bool:
     return made is None or bool(made.fullmatch(name.replace("|", "¦")))
 
 
-def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
-    """The table rows of ``tables`` for pages not in ``covered``, marked with their source."""
+def bound_text(above: float | None, below: float | None) -> str:
+    """A claim's bounds as the table writes them, e.g. ``> 0.5 and < 2.5``."""
+    parts = (None if above is None else f"> {above:g}", None if below is None else f"< {below:g}")
+    return " and ".join(part for part in parts if part)
+
+
+def carried_rows(
+    tables: list[Path], covered: set[str], bounds: dict[tuple[str, str], str] | None = None
+) -> list[str]:
+    """The table rows of ``tables`` for pages not in ``covered``, marked with their source.
+
+    ``bounds`` maps ``(page, claim)`` to the bound the page has now, where a run of this sweep
+    recorded it: a carried row with another bound was judged against a bound the page no longer
+    has, and is left out (the runs of this sweep show the claim).
+    """
+    bounds = bounds or {}
     rows = []
     for table in tables:
         for line in table.read_text().splitlines():
@@ -232,6 +247,8 @@ def carried_rows(tables: list[Path], covered: set[str]) -> list[str]:
             if len(cells) != 7 or not re.match(r"\d\d_\w+\.py$", cells[0]):
                 continue
             if cells[0] in covered or not still_made(cells[0], cells[1]):
+                continue
+            if bounds.get((cells[0], cells[1]), cells[2]) != cells[2]:
                 continue
             cells[-1] = f"{cells[-1]} (carried from {table.name})"
             rows.append("| " + " | ".join(cells) + " |")
@@ -366,14 +383,7 @@ def _claims_rows(runs: list[Run]) -> list[str]:
     for (page, name), records in sorted(claims.items()):
         records = rejudged(records)
         weakest = min(records, key=lambda r: r["margin"])
-        bound = " and ".join(
-            text
-            for text in (
-                None if weakest["above"] is None else f"> {weakest['above']:g}",
-                None if weakest["below"] is None else f"< {weakest['below']:g}",
-            )
-            if text
-        )
+        bound = bound_text(weakest["above"], weakest["below"])
         values = [r["value"] for r in records]
         lines.append(
             f"| {page} | {name.replace('|', '¦')} | {bound} "
@@ -421,7 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         seeds = sorted({run.seed for run in runs})
         capabilities = sorted({run.capability for run in runs}, key=CAPABILITIES.index)
         tuned = {run.page for run in runs if run.seed not in HELD_OUT_SEEDS}
-        carried = carried_rows(args.carry, tuned)
+        newest = {}  # (page, claim) -> the bound of its newest record
+        for run in runs:
+            for r in run.claims or ():
+                newest[r["page"], r["claim"].replace("|", "¦")] = bound_text(r["above"], r["below"])
+        carried = carried_rows(args.carry, tuned, newest)
         table = margins_table(runs, seeds=seeds, capabilities=capabilities, carried=carried)
         args.out.write_text(table)
         print(f"wrote {args.out} from {len(runs)} runs and {len(carried)} carried rows")

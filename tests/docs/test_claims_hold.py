@@ -11,8 +11,10 @@ To keep ``make test`` short, a run takes half of those pages (``tests/pages.py``
 :func:`sample`): the pages in even places of the list one day, the odd ones the next (the day
 of the year decides), so two days of runs cover them all. ``ATTENTION_CLAIMS_SAMPLE=all`` runs
 every one, ``ATTENTION_CLAIMS_SAMPLE=0`` or ``1`` one half. ``make robust`` runs the full sweep
-(every page, seeds 0-9, every capability) and tabulates the margins in
-``tests/docs/claims.md``; this file checks that table too.
+(every page, seeds 0-9, every capability; then the pages that train on the held-out seeds) and
+tabulates the margins in ``tests/docs/claims.md``; this file checks that table too: no margin
+used up, no failed run, and every page that trains run on every held-out seed under every
+capability.
 """
 
 from __future__ import annotations
@@ -66,6 +68,27 @@ def test_the_margins_table_covers_every_page_that_trains():
             if float(margin) <= 0]  # fmt: skip
     assert rows and not weak, f"claims with no margin left in {sweep.CLAIMS_MD.name}: {weak}"
     assert "## Failed runs" not in table, f"{sweep.CLAIMS_MD.name} records failed runs"
+
+
+def test_every_page_that_trains_passed_the_held_out_seeds_on_every_capability():
+    table = sweep.CLAIMS_MD.read_text()
+    assert "## Held out" in table, f"{sweep.CLAIMS_MD.name} has no held-out runs"
+    held_out = table.split("## Held out", 1)[1]
+    assert "failed. Runs per page" in held_out and ", 0 failed." in held_out
+    seeds_run = {}
+    for line in held_out.splitlines():
+        if line.startswith("- ") and ".py: " in line:
+            page, coverage = line[2:].split(": ", 1)
+            for part in coverage[coverage.index("(") + 1 : -1].split("; "):
+                capability, seeds = part.split(": seeds ")
+                seeds_run[page, capability] = {int(seed) for seed in seeds.split(", ")}
+    short = [
+        (page.name, capability)
+        for page in TRAINING_PAGES
+        for capability in sweep.CAPABILITIES
+        if seeds_run.get((page.name, capability)) != set(sweep.HELD_OUT_SEEDS)
+    ]
+    assert not short, f"pages not run on every held-out seed (rerun with --held-out): {short}"
 
 
 @pytest.mark.timeout(sweep.PAGE_TIMEOUT + 60)

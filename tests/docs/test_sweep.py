@@ -76,3 +76,17 @@ def test_a_claim_the_page_no_longer_makes_is_left_out():
     assert sweep.still_made(page.name, "float32: smallest error")
     assert not sweep.still_made(page.name, "largest / smallest other gradient")  # removed
     assert sweep.still_made("99_page.py", "accuracy")  # not a page: nothing to judge by
+
+
+def test_a_carried_row_judged_against_a_bound_the_page_no_longer_has_is_left_out(tmp_path):
+    old = tmp_path / "old.md"
+    old.write_text(
+        "| 99_page.py | accuracy | > 0.9 | 0.95 to 0.97 | 30 | 0.056 | seed 0, avx2, 1 thr |\n"
+        "| 99_page.py | loss | < 0.5 | 0.1 to 0.2 | 30 | 0.600 | seed 1, avx2, 1 thr |\n"
+    )
+    rows = sweep.carried_rows([old], set(), {("99_page.py", "loss"): sweep.bound_text(None, 3.5)})
+    assert len(rows) == 1 and "| accuracy |" in rows[0] and "(carried from old.md)" in rows[0]
+    assert (
+        sweep.bound_text(0.5, 2.5) == "> 0.5 and < 2.5"
+        and sweep.bound_text(None, 1e-12) == "< 1e-12"
+    )
